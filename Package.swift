@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "TokenBridge",
+  platforms: [.macOS(.v14)],
+  products: [
+    .library(name: "TokenBridge", targets: ["TokenBridge"]),
+    .library(name: "TokenDevices", targets: ["TokenDevices"]),
+    .library(name: "UAFCore", targets: ["UAFCore"]),
+    .executable(name: "tokenbridge", targets: ["tokenbridge"]),
+    .executable(name: "virtual-token", targets: ["virtual-token"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+  ],
+  targets: [
+    // System-library shims (found with pkg-config; headers from Debian's -dev packages, see Tools/setup).
+    .target(name: "CPCSC", linkerSettings: [.linkedLibrary("pcsclite")]),
+    .systemLibrary(name: "CFido2", providers: [.apt(["libfido2-dev"])]),
+    .systemLibrary(name: "CUSB", providers: [.apt(["libusb-1.0-0-dev"])]),
+    .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
+
+    // Protocol core: pure Swift, no I/O.
+    .target(name: "UAFCore"),
+    // Device layer: PC/SC + PIV, libfido2, libusb. Knows nothing of UAF.
+    .target(name: "TokenDevices", dependencies: ["CPCSC", "CFido2", "CUSB", "CLibCrypto"]),
+    // Client library: operations and interaction protocols.
+    .target(name: "TokenBridge", dependencies: ["UAFCore", "TokenDevices"]),
+    .executableTarget(
+      name: "tokenbridge",
+      dependencies: ["TokenBridge", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+    // Simulators: implement the public specs, share no code with the client.
+    .target(
+      name: "VirtualTokens",
+      dependencies: ["CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
+    .executableTarget(
+      name: "virtual-token",
+      dependencies: ["VirtualTokens", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+    .testTarget(name: "UAFCoreTests", dependencies: ["UAFCore"]),
+    .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),
+    .testTarget(
+      name: "VirtualTokensTests",
+      dependencies: ["VirtualTokens", .product(name: "Crypto", package: "swift-crypto")]),
+    .testTarget(
+      name: "IntegrationTests",
+      dependencies: [
+        "TokenBridge", "TokenDevices", "UAFCore", .product(name: "Crypto", package: "swift-crypto"),
+      ]),
+  ]
+)

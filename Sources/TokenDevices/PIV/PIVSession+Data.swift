@@ -1,0 +1,41 @@
+/// Data objects (SP 800-73-4 Part 2 §3.1.2 GET DATA, §3.3.1 PUT DATA) and card identity.
+extension PIVSession {
+  /// Reads a data object's value (inside tag 53); `nil` when absent (6A82).
+  public func readObject(_ tag: UInt, sensitive: Bool = false) throws(TokenError) -> [UInt8]? {
+    let tagBytes = tag > 0xFFFF ? [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)] : [UInt8(tag & 0xFF)]
+    let r = try transact { () throws(TokenError) in
+      try send(APDU(ins: 0xCB, p1: 0x3F, p2: 0xFF, data: BERTLV.encode(0x5C, tagBytes), le: 0, sensitive: sensitive))
+    }
+    if r.statusWord == .fileNotFound { return nil }
+    try expectSuccess(r, "GET DATA")
+    guard let value = BERTLV.find(tag == 0x7E ? 0x7E : 0x53, in: r.data) else {
+      throw .malformedResponse(operation: "GET DATA")
+    }
+    return value
+  }
+
+  /// Who the card is: YubiKey version and serial where it answers them, CHUID GUID where present.
+  public func identity() throws(TokenError) -> PIVIdentity {
+    try transact { () throws(TokenError) -> PIVIdentity in
+      var id = PIVIdentity()
+      if let v = version { id.version = "\(v.0).\(v.1).\(v.2)" }
+      if quirks.contains(.yubicoExtensions) {
+        let r = try send(APDU(ins: 0xF8, le: 0))
+        if r.statusWord == .success, r.data.count == 4 {
+          id.serial = r.data.reduce(0) { $0 << 8 | UInt32($1) }
+        }
+      }
+      if let chuid = try readObject(0x5FC102), let guid = BERTLV.find(0x34, in: chuid) {
+        id.chuidGUID = guid.map { String(format2: $0) }.joined()
+      }
+      return id
+    }
+  }
+}
+
+extension String {
+  init(format2 b: UInt8) {
+    let s = String(b, radix: 16)
+    self = s.count == 1 ? "0" + s : s
+  }
+}

@@ -1,0 +1,91 @@
+/// PIN and PUK management: SP 800-73-4 Part 2 §3.2.1 VERIFY, §3.2.2 CHANGE REFERENCE DATA,
+/// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card has it.
+extension PIVSession {
+  /// Pads a PIN/PUK with FF to 8 bytes. Throws `.pinFormat` (nothing sent) for empty or over-8-byte values.
+  static func padded(_ value: [UInt8], _ kind: PINKind) throws(TokenError) -> [UInt8] {
+    guard !value.isEmpty else { throw .pinFormat(kind, reason: "empty") }
+    guard value.count <= 8 else { throw .pinFormat(kind, reason: "longer than 8 bytes") }
+    return value + [UInt8](repeating: 0xFF, count: 8 - value.count)
+  }
+
+  static func reference(_ kind: PINKind) -> UInt8 { kind == .pin ? 0x80 : 0x81 }
+
+  /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card has it,
+  /// else an empty VERIFY (after VERIFY P1=FF where supported, so an already verified PIN still shows its count).
+  public func pinStatus(_ kind: PINKind) throws(TokenError) -> PINStatus {
+    try transact { () throws(TokenError) -> PINStatus in
+      if quirks.contains(.metadata) {
+        let r = try send(APDU(ins: 0xF7, p2: Self.reference(kind), le: 0))
+        if r.statusWord == .success, let tlvs = BERTLV.parse(r.data) {
+          let retries = tlvs.first { $0.tag == 0x06 }?.value
+          let isDefault = tlvs.first { $0.tag == 0x05 }?.value.first.map { $0 == 1 }
+          guard let retries, retries.count == 2 else { throw .malformedResponse(operation: "GET METADATA") }
+          return PINStatus(
+            kind: kind, retriesLeft: Int(retries[1]), maxRetries: Int(retries[0]), isDefault: isDefault)
+        }
+      }
+      guard kind == .pin else { return PINStatus(kind: .puk, retriesLeft: nil) }
+      var verified = false
+      var r = try send(APDU(ins: 0x20, p2: 0x80))
+      if r.statusWord == .success {
+        verified = true
+        if quirks.contains(.verifyReset) {
+          _ = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
+          r = try send(APDU(ins: 0x20, p2: 0x80))
+          verified = false
+        }
+      }
+      if let left = retries(r.statusWord) { return PINStatus(kind: .pin, retriesLeft: left) }
+      if r.statusWord == .authenticationMethodBlocked { return PINStatus(kind: .pin, retriesLeft: 0) }
+      if r.statusWord == .success { return PINStatus(kind: .pin, retriesLeft: nil, isVerified: verified) }
+      throw .unexpectedStatus(r.statusWord, operation: "VERIFY (status)")
+    }
+  }
+
+  /// Verifies the PIN. Throws `.wrongPIN(retriesLeft:)` or `.pinBlocked`.
+  public func verifyPIN(_ pin: [UInt8]) throws(TokenError) {
+    var data = try Self.padded(pin, .pin)
+    defer { wipe(&data) }
+    let r = try transact { () throws(TokenError) in try send(APDU(ins: 0x20, p2: 0x80, data: data, sensitive: true)) }
+    try checkPINResult(r, .pin, "VERIFY")
+  }
+
+  /// CHANGE REFERENCE DATA for the PIN or the PUK: one APDU.
+  public func changeReference(_ kind: PINKind, old: [UInt8], new: [UInt8]) throws(TokenError) {
+    var data = try Self.padded(old, kind) + Self.padded(new, kind)
+    defer { wipe(&data) }
+    let r = try transact { () throws(TokenError) in
+      try send(APDU(ins: 0x24, p2: Self.reference(kind), data: data, sensitive: true))
+    }
+    try checkPINResult(r, kind, "CHANGE REFERENCE DATA")
+  }
+
+  /// RESET RETRY COUNTER: unblocks the PIN with the PUK and sets a new PIN. A wrong PUK spends a PUK try.
+  public func unblockPIN(puk: [UInt8], newPIN: [UInt8]) throws(TokenError) {
+    var data = try Self.padded(puk, .puk) + Self.padded(newPIN, .pin)
+    defer { wipe(&data) }
+    let r = try transact { () throws(TokenError) in
+      try send(APDU(ins: 0x2C, p2: 0x80, data: data, sensitive: true))
+    }
+    try checkPINResult(r, .puk, "RESET RETRY COUNTER")
+  }
+
+  func retries(_ sw: StatusWord) -> Int? {
+    if let n = sw.retriesLeft { return n }
+    if quirks.contains(.retriesIn630x), sw.sw1 == 0x63, sw.sw2 <= 0x0F { return Int(sw.sw2) }
+    return nil
+  }
+
+  func checkPINResult(_ r: APDUResponse, _ kind: PINKind, _ operation: String) throws(TokenError) {
+    if r.statusWord == .success { return }
+    if let left = retries(r.statusWord) {
+      if left == 0 { throw .pinBlocked(kind) }
+      throw .wrongPIN(kind, retriesLeft: left)
+    }
+    switch r.statusWord {
+    case .authenticationMethodBlocked: throw .pinBlocked(kind)
+    case .incorrectData, .wrongLength: throw .pinFormat(kind, reason: "rejected by the card (\(r.statusWord))")
+    default: throw .unexpectedStatus(r.statusWord, operation: operation)
+    }
+  }
+}

@@ -1,0 +1,72 @@
+/// Speaks the PIV application (NIST SP 800-73-4 Part 2) over one card connection.
+///
+/// Every public operation runs inside one PC/SC transaction that starts with SELECT, so another process
+/// between two operations cannot leave the card in another application; a second process waits for the
+/// transaction (`SCardBeginTransaction`) and then proceeds.
+public final class PIVSession {
+  /// The PIV AID; cards match right-truncated AIDs (SP 800-73-4 Part 2 §3.1.1).
+  public static let aid: [UInt8] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00]
+
+  public let card: SmartCardProtocol
+  public private(set) var quirks: TokenQuirks = []
+  /// YubiKey firmware version, when the card answers GET VERSION.
+  public private(set) var version: (Int, Int, Int)?
+  var reader: String { card.transport.reader }
+  var transactionDepth = 0
+
+  /// Opens the session: SELECT and GET VERSION (to decide the quirks), inside one transaction.
+  public init(transport: SmartCardTransport, trace: TraceSink? = nil) throws(TokenError) {
+    card = SmartCardProtocol(transport: transport, trace: trace)
+    try transact { () throws(TokenError) in
+      let r = try send(APDU(ins: 0xFD))
+      if r.statusWord == .success, r.data.count >= 3 {
+        version = (Int(r.data[0]), Int(r.data[1]), Int(r.data[2]))
+      }
+    }
+    quirks = TokenQuirks.derive(atr: transport.atr, version: version)
+  }
+
+  /// Runs `body` inside one PC/SC transaction that begins with SELECT (nested calls share it).
+  public func transact<T>(_ body: () throws(TokenError) -> T) throws(TokenError) -> T {
+    if transactionDepth > 0 { return try body() }
+    do { try card.transport.beginTransaction() } catch { throw .smartCard(error) }
+    transactionDepth += 1
+    defer {
+      transactionDepth -= 1
+      card.transport.endTransaction()
+    }
+    try select()
+    return try body()
+  }
+
+  func select() throws(TokenError) {
+    let r = try send(APDU(ins: 0xA4, p1: 0x04, data: Self.aid, le: 0), reselectOnReset: false)
+    switch r.statusWord {
+    case .success: return
+    case .fileNotFound, .insNotSupported, .claNotSupported, .incorrectP1P2: throw .notPIV(reader: reader)
+    default: throw .unexpectedStatus(r.statusWord, operation: "SELECT PIV")
+    }
+  }
+
+  /// One logical command. After a card reset by someone else (`SCARD_W_RESET_CARD`) it reconnects,
+  /// SELECTs again and retries once.
+  func send(_ apdu: APDU, reselectOnReset: Bool = true) throws(TokenError) -> APDUResponse {
+    do {
+      return try card.send(apdu)
+    } catch .pcsc(let st, _) where st == .resetCard || st == .unpoweredCard {
+      do { try card.transport.reconnect() } catch { throw .smartCard(error) }
+      if reselectOnReset { try select() }
+      do { return try card.send(apdu) } catch { throw .smartCard(error) }
+    } catch {
+      throw .smartCard(error)
+    }
+  }
+
+  func expectSuccess(_ r: APDUResponse, _ operation: String) throws(TokenError) {
+    switch r.statusWord {
+    case .success: return
+    case .securityStatusNotSatisfied: throw .securityStatusNotSatisfied(operation: operation)
+    default: throw .unexpectedStatus(r.statusWord, operation: operation)
+    }
+  }
+}

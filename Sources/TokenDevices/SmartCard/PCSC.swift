@@ -1,0 +1,138 @@
+import CPCSC
+import Foundation
+
+/// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
+/// the cards connected through it are used by one thread at a time.
+public final class PCSCContext: @unchecked Sendable {
+  let handle: SCARDCONTEXT
+
+  public init() throws(SmartCardError) {
+    var ctx: SCARDCONTEXT = 0
+    let rv = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx)
+    try Self.check(rv, "SCardEstablishContext")
+    handle = ctx
+  }
+
+  deinit { SCardReleaseContext(handle) }
+
+  /// Names of the readers pcscd knows; empty when there are none.
+  public func readers() throws(SmartCardError) -> [String] {
+    var len: DWORD = 0
+    var rv = SCardListReaders(handle, nil, nil, &len)
+    if PCSCStatus(rv) == .noReadersAvailable { return [] }
+    try Self.check(rv, "SCardListReaders")
+    var buf = [CChar](repeating: 0, count: Int(len))
+    rv = SCardListReaders(handle, nil, &buf, &len)
+    if PCSCStatus(rv) == .noReadersAvailable { return [] }
+    try Self.check(rv, "SCardListReaders")
+    return buf.split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+  }
+
+  /// Current state of one reader: whether a card is present and its ATR.
+  public func readerState(_ reader: String) throws(SmartCardError) -> (present: Bool, atr: [UInt8]) {
+    var st = SCARD_READERSTATE()
+    let rv = reader.withCString { name in
+      st.szReader = name
+      st.dwCurrentState = DWORD(SCARD_STATE_UNAWARE)
+      defer { st.szReader = nil }
+      return SCardGetStatusChange(handle, 0, &st, 1)
+    }
+    if PCSCStatus(rv) == .unknownReader { throw .unknownReader(reader) }
+    try Self.check(rv, "SCardGetStatusChange")
+    let present = st.dwEventState & DWORD(SCARD_STATE_PRESENT) != 0
+    let atr = withUnsafeBytes(of: st.rgbAtr) { Array($0.prefix(Int(st.cbAtr))) }
+    return (present, present ? atr : [])
+  }
+
+  /// Connects in shared mode (T=1 or T=0).
+  public func connect(_ reader: String) throws(SmartCardError) -> PCSCCard {
+    try PCSCCard(context: self, reader: reader)
+  }
+
+  static func check(_ rv: LONG, _ call: String, reader: String = "") throws(SmartCardError) {
+    let st = PCSCStatus(rv)
+    if st == .success { return }
+    switch st {
+    case .noService, .serviceStopped: throw .serviceUnavailable
+    case .noReadersAvailable: throw .noReaders
+    case .noSmartcard: throw .noCard(reader: reader)
+    case .removedCard, .readerUnavailable: throw .cardRemoved(reader: reader)
+    case .unknownReader: throw .unknownReader(reader)
+    default: throw .pcsc(st, call: call)
+    }
+  }
+}
+
+extension PCSCStatus {
+  init(_ rv: LONG) { self.init(rawValue: UInt32(truncatingIfNeeded: rv)) }
+}
+
+/// A card connection (`SCardConnect`, shared mode). Moves bytes; knows no application.
+public final class PCSCCard: SmartCardTransport, @unchecked Sendable {
+  public let reader: String
+  public private(set) var atr: [UInt8]
+  let context: PCSCContext
+  var handle: SCARDHANDLE = 0
+  var protocolID: DWORD = 0
+  var inTransaction = false
+
+  init(context: PCSCContext, reader: String) throws(SmartCardError) {
+    self.context = context
+    self.reader = reader
+    self.atr = []
+    var h: SCARDHANDLE = 0
+    var proto: DWORD = 0
+    let rv = reader.withCString { name in
+      SCardConnect(
+        context.handle, name, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &h, &proto)
+    }
+    try PCSCContext.check(rv, "SCardConnect", reader: reader)
+    handle = h
+    protocolID = proto
+    atr = (try? context.readerState(reader).atr) ?? []
+  }
+
+  deinit {
+    if inTransaction { SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD)) }
+    SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD))
+  }
+
+  /// Takes the card for this process (blocks while another process holds it).
+  public func beginTransaction() throws(SmartCardError) {
+    var rv = SCardBeginTransaction(handle)
+    if PCSCStatus(rv).isReset {
+      try reconnect()
+      rv = SCardBeginTransaction(handle)
+    }
+    try PCSCContext.check(rv, "SCardBeginTransaction", reader: reader)
+    inTransaction = true
+  }
+
+  public func endTransaction() {
+    guard inTransaction else { return }
+    SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD))
+    inTransaction = false
+  }
+
+  /// After `SCARD_W_RESET_CARD`: keep the handle, re-power the session.
+  public func reconnect() throws(SmartCardError) {
+    let rv = SCardReconnect(
+      handle, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_LEAVE_CARD),
+      &protocolID)
+    try PCSCContext.check(rv, "SCardReconnect", reader: reader)
+  }
+
+  /// One APDU out, one response in (data ‖ SW1 SW2). Throws `.cardReset` through `SmartCardError.pcsc`
+  /// with `.resetCard` so the session above can redo its SELECT.
+  public func transmit(_ command: [UInt8]) throws(SmartCardError) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 65548)
+    var outLen = DWORD(out.count)
+    // The PCI header only names the protocol; a local copy is as good as pcsc-lite's globals.
+    var pci = SCARD_IO_REQUEST(dwProtocol: protocolID, cbPciLength: DWORD(MemoryLayout<SCARD_IO_REQUEST>.size))
+    let rv = command.withUnsafeBufferPointer { cmd in
+      SCardTransmit(handle, &pci, cmd.baseAddress, DWORD(cmd.count), nil, &out, &outLen)
+    }
+    try PCSCContext.check(rv, "SCardTransmit", reader: reader)
+    return Array(out.prefix(Int(outLen)))
+  }
+}

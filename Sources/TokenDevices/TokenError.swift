@@ -1,0 +1,63 @@
+/// Which secret a PIN failure is about.
+public enum PINKind: String, Sendable, Equatable, Codable {
+  case pin = "PIN"
+  case puk = "PUK"
+}
+
+/// The device layer's one error type. PIN failures have one shape for every token kind
+/// (ARCHITECTURE.md): wrong (with retries left), blocked, needs re-insertion, format.
+public enum TokenError: Error, Equatable, Sendable {
+  /// The transport failed (no pcscd, no reader, card removed, …).
+  case smartCard(SmartCardError)
+  /// The token refused the PIN/PUK; `retriesLeft` tries remain (0 means the next failure… none: it is blocked).
+  case wrongPIN(PINKind, retriesLeft: Int)
+  /// The PIN/PUK is blocked: no try left.
+  case pinBlocked(PINKind)
+  /// The token wants a power cycle before it takes another PIN (FIDO2 PIN_AUTH_BLOCKED).
+  case needsReinsertion
+  /// The token cannot take this value at all (e.g. a PIV PIN over 8 bytes); nothing was sent.
+  case pinFormat(PINKind, reason: String)
+  /// The card in `reader` has no PIV application (SELECT answered 6A82).
+  case notPIV(reader: String)
+  /// The management key was not accepted (mutual authentication failed).
+  case managementKeyRejected
+  /// The slot holds no key.
+  case slotEmpty(UInt8)
+  /// The card wants a PIN or management key first (6982) for `operation`.
+  case securityStatusNotSatisfied(operation: String)
+  /// A status word we did not expect for `operation`.
+  case unexpectedStatus(StatusWord, operation: String)
+  /// The card's answer could not be parsed.
+  case malformedResponse(operation: String)
+  /// The token does not support `feature`.
+  case unsupported(String)
+}
+
+/// What a token says about one PIN (or PUK), read without spending a try.
+public struct PINStatus: Sendable, Equatable, Codable {
+  public var kind: PINKind
+  /// Tries left; `nil` when the token does not tell (e.g. a PUK on a card without metadata).
+  public var retriesLeft: Int?
+  /// Total tries; `nil` when unknown.
+  public var maxRetries: Int?
+  /// Still the manufacturer default (known on YubiKey-compatible cards only).
+  public var isDefault: Bool?
+  /// The PIN is verified in this session already (empty VERIFY answered 9000).
+  public var isVerified: Bool
+  /// The token wants re-insertion before it takes a PIN (FIDO2 only).
+  public var needsReinsertion: Bool
+
+  public init(
+    kind: PINKind, retriesLeft: Int?, maxRetries: Int? = nil, isDefault: Bool? = nil, isVerified: Bool = false,
+    needsReinsertion: Bool = false
+  ) {
+    self.kind = kind
+    self.retriesLeft = retriesLeft
+    self.maxRetries = maxRetries
+    self.isDefault = isDefault
+    self.isVerified = isVerified
+    self.needsReinsertion = needsReinsertion
+  }
+
+  public var isBlocked: Bool { retriesLeft == 0 }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The card side of vsmartcard's vpcd protocol: a TCP client to the vpcd driver inside pcscd. Frames are
+/// `uint16 big-endian length ‖ payload`; a 1-byte payload is a control message (00 off, 01 on, 02 reset,
+/// 04 get ATR), anything longer a C-APDU (../shared/specs/token-protocols.md §6).
+public final class VPCDLink: @unchecked Sendable {
+  public let host: String
+  public let port: UInt16
+  let card: VirtualPIVCard
+  let log: (String) -> Void
+  let lock = NSLock()
+  var _inserted = true
+  var _stopped = false
+  var fd: Int32 = -1
+
+  public init(host: String, port: UInt16, card: VirtualPIVCard, log: @escaping (String) -> Void) {
+    self.host = host
+    self.port = port
+    self.card = card
+    self.log = log
+  }
+
+  /// Card present in the reader? Setting false closes the connection, which vpcd sees as removal.
+  public var inserted: Bool {
+    get { lock.withLock { _inserted } }
+    set {
+      lock.withLock { _inserted = newValue }
+      if !newValue { closeSocket() }
+    }
+  }
+
+  public func stop() {
+    lock.withLock { _stopped = true }
+    closeSocket()
+  }
+
+  var stopped: Bool { lock.withLock { _stopped } }
+
+  func closeSocket() {
+    lock.withLock {
+      if fd >= 0 {
+        shutdown(fd, Int32(SHUT_RDWR))
+      }
+    }
+  }
+
+  /// Connects (and reconnects after pcscd restarts or a re-insertion) until `stop()`.
+  public func run() {
+    var announced = false
+    while !stopped {
+      guard inserted, let s = connectOnce() else {
+        usleep(200_000)
+        continue
+      }
+      lock.withLock { fd = s }
+      log("connected to vpcd at \(host):\(port)")
+      announced = true
+      serve(s)
+      lock.withLock { fd = -1 }
+      close(s)
+      card.powerCycle()
+      if announced { log(inserted ? "vpcd connection closed; reconnecting" : "card removed") }
+    }
+  }
+
+  func connectOnce() -> Int32? {
+    let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard s >= 0 else { return nil }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    guard inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host, &addr.sin_addr) == 1 else {
+      close(s)
+      return nil
+    }
+    let rc = withUnsafePointer(to: &addr) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if rc != 0 {
+      close(s)
+      return nil
+    }
+    var one: Int32 = 1
+    setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    return s
+  }
+
+  func serve(_ s: Int32) {
+    while !stopped && inserted {
+      guard let header = readExactly(s, 2) else { return }
+      let len = Int(header[0]) << 8 | Int(header[1])
+      guard let payload = readExactly(s, len) else { return }
+      if len == 1 {
+        switch payload[0] {
+        case 0x00, 0x02: card.powerCycle()  // power off / reset: no reply
+        case 0x01: break  // power on: no reply
+        case 0x04: guard send(s, VirtualPIVCard.atr) else { return }
+        default: log("unknown vpcd control byte \(payload[0])")
+        }
+        continue
+      }
+      guard send(s, card.process(payload)) else { return }
+    }
+  }
+
+  func readExactly(_ s: Int32, _ n: Int) -> [UInt8]? {
+    var buf = [UInt8](repeating: 0, count: n)
+    var got = 0
+    while got < n {
+      let r = buf.withUnsafeMutableBytes { recv(s, $0.baseAddress! + got, n - got, 0) }
+      if r <= 0 { return nil }
+      got += r
+    }
+    return buf
+  }
+
+  func send(_ s: Int32, _ payload: [UInt8]) -> Bool {
+    let frame = [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload
+    var sent = 0
+    while sent < frame.count {
+      let r = frame.withUnsafeBytes { Glibc.send(s, $0.baseAddress! + sent, frame.count - sent, Int32(MSG_NOSIGNAL)) }
+      if r <= 0 { return false }
+      sent += r
+    }
+    return true
+  }
+}

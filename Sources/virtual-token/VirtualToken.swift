@@ -1,0 +1,109 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import VirtualTokens
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@main
+struct VirtualToken: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "virtual-token",
+    abstract: "Simulated hardware tokens for tests and demos.",
+    subcommands: [PIV.self])
+}
+
+struct PIV: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Serve a virtual PIV card to pcscd's vpcd reader.",
+    discussion: """
+      The card keeps its state (PIN, PUK, retries, keys, data objects) in --state, so it can be stopped and \
+      started again. Signals: SIGUSR1 removes the card from the reader, SIGUSR2 inserts it again, \
+      SIGTERM/SIGINT stop. Defaults: PIN 123456, PUK 12345678, 3 tries each, default management key.
+      """)
+
+  @Option(help: "vpcd address (host:port); vpcd's first slot listens on 35963.")
+  var vpcd = "127.0.0.1:35963"
+
+  @Option(help: "State file (created as a factory-fresh card if missing).")
+  var state: String
+
+  @Option(help: "Serial number for a new card.")
+  var serial: UInt32 = 10_000_001
+
+  @Option(help: "YubiKey firmware version for a new card (e.g. 5.4.3, 5.7.1).")
+  var firmware = "5.4.3"
+
+  @Option(help: "Management key algorithm for a new card: 3des or aes192.")
+  var managementAlgorithm = "3des"
+
+  @Option(help: "Write the process id here once running.")
+  var pidFile: String?
+
+  @Flag(help: "Start with the card out of the reader (insert with SIGUSR2).")
+  var removed = false
+
+  func validate() throws {
+    guard vpcdAddress != nil else { throw ValidationError("--vpcd must be HOST:PORT, e.g. 127.0.0.1:35963") }
+    guard firmwareBytes != nil else { throw ValidationError("--firmware must be MAJOR.MINOR.PATCH, e.g. 5.4.3") }
+    guard ["3des", "aes192"].contains(managementAlgorithm) else {
+      throw ValidationError("--management-algorithm must be 3des or aes192")
+    }
+  }
+
+  var vpcdAddress: (String, UInt16)? {
+    let parts = vpcd.split(separator: ":")
+    guard parts.count == 2, let port = UInt16(parts[1]) else { return nil }
+    return (String(parts[0]), port)
+  }
+
+  var firmwareBytes: [UInt8]? {
+    let parts = firmware.split(separator: ".").compactMap { UInt8($0) }
+    return parts.count == 3 ? parts : nil
+  }
+
+  func run() throws {
+    let url = URL(fileURLWithPath: state)
+    let initial: PIVCardState
+    do {
+      initial =
+        try PIVCardState.load(url)
+        ?? .factory(
+          serial: serial, version: firmwareBytes!, managementAlgorithm: managementAlgorithm == "aes192" ? 0x0A : 0x03)
+      try initial.save(url)
+    } catch {
+      throw ValidationError("cannot use state file \(state): \(error.localizedDescription)")
+    }
+    let card = VirtualPIVCard(state: initial)
+    card.onStateChange = { s in
+      do { try s.save(url) } catch { log("cannot save state: \(error)") }
+    }
+    let (host, port) = vpcdAddress!
+    let link = VPCDLink(host: host, port: port, card: card, log: log)
+    link.inserted = !removed
+
+    let queue = DispatchQueue(label: "signals")
+    var sources: [DispatchSourceSignal] = []
+    for (sig, action) in [
+      (SIGUSR1, { link.inserted = false }), (SIGUSR2, { link.inserted = true }),
+      (SIGTERM, { link.stop() }), (SIGINT, { link.stop() }),
+    ] as [(Int32, () -> Void)] {
+      signal(sig, SIG_IGN)
+      let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+      src.setEventHandler(handler: action)
+      src.resume()
+      sources.append(src)
+    }
+    if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+    log("virtual PIV card (serial \(initial.serial), state \(state)) for vpcd at \(host):\(port)")
+    link.run()
+    withExtendedLifetime(sources) {}
+    log("stopped")
+  }
+}
+
+func log(_ s: String) {
+  FileHandle.standardError.write(Data("virtual-token: \(s)\n".utf8))
+}
