@@ -27,7 +27,9 @@ let package = Package(
     // Device layer: PC/SC + PIV, libfido2, libusb. Knows nothing of UAF.
     .target(name: "TokenDevices", dependencies: ["CPCSC", "CFido2", "CUSB", "CLibCrypto"]),
     // Client library: operations and interaction protocols.
-    .target(name: "TokenBridge", dependencies: ["UAFCore", "TokenDevices"]),
+    .target(
+      name: "TokenBridge",
+      dependencies: ["UAFCore", "TokenDevices", .product(name: "Crypto", package: "swift-crypto")]),
     .executableTarget(
       name: "tokenbridge",
       dependencies: ["TokenBridge", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

@@ -1,0 +1,54 @@
+import Crypto
+import TokenDevices
+
+/// Key generation and signing on a PIV token, from the client library (the CLI only wires prompts).
+public struct PIVKeys {
+  public var token: DiscoveredToken
+  public init(token: DiscoveredToken) { self.token = token }
+
+  /// Generates a P-256 key in `slot`. Asks `confirmOverwrite` when the slot already holds a key (unless
+  /// `force`). For a PIN-protected management key the PIN is asked through `verifier`.
+  /// Returns the public key (uncompressed point).
+  public func generate(
+    slot: PIVSlot, managementKey: ManagementKeySource, force: Bool, verifier: PinUserVerifier,
+    confirmOverwrite: (PIVSlot) throws -> Bool
+  ) throws(OperationError) -> [UInt8] {
+    let session = token.session
+    let occupied: Bool
+    do { occupied = try session.slotIsOccupied(slot) } catch { throw .token(error) }
+    if occupied && !force {
+      let yes: Bool
+      do { yes = try confirmOverwrite(slot) } catch { throw mapInteraction(error) }
+      guard yes else { throw .slotOccupied(slot) }
+    }
+    let generate = { () throws(TokenError) -> [UInt8] in try session.generateKey(slot, algorithm: .eccP256) }
+    if case .pinProtected = managementKey {
+      return try PinVerification(purpose: "unlock the management key").run(on: token, verifier: verifier) {
+        (pin) throws(TokenError) -> [UInt8] in
+        try session.authenticateManagementKey(.pinProtected, pin: pin.bytes)
+        return try generate()
+      }
+    }
+    do {
+      return try session.transact { () throws(TokenError) -> [UInt8] in
+        try session.authenticateManagementKey(managementKey)
+        return try generate()
+      }
+    } catch { throw .token(error) }
+  }
+
+  /// Signs SHA-256(`message`) with the P-256 key in `slot` after PIN verification.
+  /// Returns the DER ECDSA signature.
+  public func sign(slot: PIVSlot, message: [UInt8], verifier: PinUserVerifier) throws(OperationError) -> [UInt8] {
+    let digest = Array(SHA256.hash(data: message))
+    return try PinVerification(purpose: "sign with slot \(slot)").run(on: token, verifier: verifier) {
+      (_) throws(TokenError) -> [UInt8] in
+      try token.session.sign(slot, digest: digest)
+    }
+  }
+
+  /// The public key in `slot` (GET METADATA), or nil when the slot is empty.
+  public func publicKey(slot: PIVSlot) throws(OperationError) -> [UInt8]? {
+    do { return try token.session.metadata(slot)?.publicKey } catch { throw .token(error) }
+  }
+}

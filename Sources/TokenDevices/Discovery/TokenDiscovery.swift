@@ -1,0 +1,106 @@
+/// The kinds of token TokenBridge drives.
+public enum TokenKind: String, Codable, Sendable {
+  case piv
+  case fido2
+}
+
+/// One physical token as discovery sees it.
+public struct TokenInfo: Codable, Sendable, Equatable {
+  /// Stable across runs and readers: `piv-<serial>` (YubiKey serial) or `piv-<CHUID GUID prefix>`, else
+  /// derived from the reader name.
+  public var id: String
+  public var kind: TokenKind
+  public var name: String
+  public var reader: String?
+  public var capabilities: [String]
+  public var serial: UInt32?
+  public var version: String?
+  public var pin: PINStatus?
+  public var puk: PINStatus?
+}
+
+/// A token found by discovery, with the session discovery opened on it (reused, not reopened).
+public struct DiscoveredToken {
+  public let info: TokenInfo
+  public let session: PIVSession
+}
+
+/// What discovery found, including readers that hold no token we can use (so messages can say why).
+public struct DiscoveryResult {
+  public var found: [DiscoveredToken] = []
+  public var tokens: [TokenInfo] { found.map(\.info) }
+  /// Readers without a card.
+  public var emptyReaders: [String] = []
+  /// Readers whose card has no PIV application, or did not answer.
+  public var unusableCards: [(reader: String, reason: TokenError)] = []
+  public var readerCount = 0
+}
+
+/// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
+public struct TokenDiscovery {
+  public var trace: TraceSink?
+
+  public init(trace: TraceSink? = nil) { self.trace = trace }
+
+  /// Every reader, and for each card a PIV probe (SELECT, GET VERSION, GET SERIAL, CHUID, PIN/PUK status).
+  /// PIN status is read without spending a try.
+  public func discover() throws(TokenError) -> DiscoveryResult {
+    let context: PCSCContext
+    let readers: [String]
+    do {
+      context = try PCSCContext()
+      readers = try context.readers()
+    } catch { throw .smartCard(error) }
+    var result = DiscoveryResult()
+    result.readerCount = readers.count
+    for reader in readers {
+      do {
+        let (present, _) = try context.readerState(reader)
+        guard present else {
+          result.emptyReaders.append(reader)
+          continue
+        }
+        let session = try PIVSession(transport: try context.connect(reader), trace: trace)
+        result.found.append(DiscoveredToken(info: try Self.describe(session, reader: reader), session: session))
+      } catch let error as SmartCardError {
+        if case .noCard = error { result.emptyReaders.append(reader) } else {
+          result.unusableCards.append((reader, .smartCard(error)))
+        }
+      } catch let error as TokenError {
+        result.unusableCards.append((reader, error))
+      } catch {
+        result.unusableCards.append((reader, .unsupported("\(error)")))
+      }
+    }
+    return result
+  }
+
+  static func describe(_ session: PIVSession, reader: String) throws(TokenError) -> TokenInfo {
+    try session.transact { () throws(TokenError) -> TokenInfo in
+      let identity = try session.identity()
+      let pin = try session.pinStatus(.pin)
+      let puk = try? session.pinStatus(.puk)
+      let id: String
+      if let serial = identity.serial {
+        id = "piv-\(serial)"
+      } else if let guid = identity.chuidGUID, guid.contains(where: { $0 != "0" }) {
+        id = "piv-" + guid.prefix(12)
+      } else {
+        id = "piv-" + String(reader.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
+      }
+      let name =
+        session.quirks.contains(.yubicoExtensions) ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : "PIV card"
+      return TokenInfo(
+        id: id, kind: .piv, name: name, reader: reader, capabilities: ["piv"], serial: identity.serial,
+        version: identity.version, pin: pin, puk: puk)
+    }
+  }
+}
+
+extension String {
+  fileprivate func trimmingSuffix() -> String {
+    var s = self
+    while s.last == " " { s.removeLast() }
+    return s
+  }
+}

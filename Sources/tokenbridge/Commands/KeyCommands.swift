@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import TokenBridge
+import TokenDevices
+
+struct Key: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "PIV keys: generate, public key, sign.", subcommands: [KeyGenerate.self, KeyPublic.self, KeySign.self])
+}
+
+struct SlotArgument: ParsableArguments {
+  @Option(help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.", transform: { s in
+    guard let slot = PIVSlot(string: s) else {
+      throw ValidationError("'\(s)' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
+    }
+    return slot
+  })
+  var slot: PIVSlot
+}
+
+struct KeyGenerate: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "generate",
+    abstract: "Generate a P-256 key in a slot; prints the public key (PEM).",
+    discussion: """
+      Needs the management key: the default one, one read as hex from --management-key-fd, or the \
+      PIN-protected one that yubikey-manager stores on the card (--pin-protected-management-key; asks the PIN).
+      """)
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
+  @Option(help: "Read the management key (hex) from this file descriptor.")
+  var managementKeyFd: Int32?
+  @Flag(help: "Use the PIN-protected management key stored on the card.")
+  var pinProtectedManagementKey = false
+  @Flag(help: "Overwrite a key already in the slot without asking.")
+  var force = false
+
+  func validate() throws {
+    if managementKeyFd != nil && pinProtectedManagementKey {
+      throw ValidationError("--management-key-fd and --pin-protected-management-key exclude each other")
+    }
+  }
+
+  func run() throws {
+    try options.execute {
+      let prompter = options.prompter()
+      let token = try options.chooseToken(prompter)
+      var source = ManagementKeySource.defaultKey
+      if pinProtectedManagementKey { source = .pinProtected }
+      if let fd = managementKeyFd {
+        guard var line = FDLineReader(fd: fd).next() else {
+          throw InputError(message: "--management-key-fd: no key on descriptor \(fd).", status: .usage)
+        }
+        defer { wipe(&line) }
+        guard let key = [UInt8](hex: String(decoding: line, as: UTF8.self)) else {
+          throw InputError(message: "--management-key-fd: the key must be hex.", status: .usage)
+        }
+        source = .key(key)
+      }
+      let point = try PIVKeys(token: token).generate(
+        slot: slot.slot, managementKey: source, force: force, verifier: prompter,
+        confirmOverwrite: { s in try prompter.confirm("Slot \(s) already holds a key; generating replaces it for good.") })
+      let pem = try PublicKeyFormat.pem(point)
+      if options.json {
+        print(Render.json(["slot": "\(slot.slot)", "publicKey": pem, "token": token.info.id]))
+      } else {
+        print(pem)
+      }
+    }
+  }
+}
+
+struct KeyPublic: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "public", abstract: "Print the public key of a slot (PEM).")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
+
+  func run() throws {
+    try options.execute {
+      let token = try options.chooseToken(options.prompter())
+      guard let point = try PIVKeys(token: token).publicKey(slot: slot.slot) else {
+        throw TokenError.slotEmpty(slot.slot.rawValue)
+      }
+      print(try PublicKeyFormat.pem(point))
+    }
+  }
+}
+
+struct KeySign: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "sign",
+    abstract: "Sign SHA-256 of a file (or stdin) with the key in a slot; writes a DER ECDSA signature.")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
+  @Option(help: "File to sign (default: stdin).")
+  var input: String?
+  @Option(help: "Write the DER signature here (default: hex on stdout).")
+  var output: String?
+
+  func run() throws {
+    try options.execute {
+      let message: Data
+      do {
+        message = try input.map { try Data(contentsOf: URL(fileURLWithPath: $0)) } ?? FileHandle.standardInput.readDataToEndOfFile()
+      } catch {
+        throw InputError(message: "Cannot read \(input ?? "stdin"): \(error.localizedDescription)", status: .usage)
+      }
+      let prompter = options.prompter()
+      let token = try options.chooseToken(prompter)
+      let sig = try PIVKeys(token: token).sign(slot: slot.slot, message: Array(message), verifier: prompter)
+      if let output {
+        do { try Data(sig).write(to: URL(fileURLWithPath: output)) } catch {
+          throw InputError(message: "Cannot write \(output): \(error.localizedDescription)", status: .failure)
+        }
+      } else {
+        print(sig.map { String(format: "%02x", $0) }.joined())
+      }
+    }
+  }
+}

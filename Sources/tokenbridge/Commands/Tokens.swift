@@ -1,0 +1,33 @@
+import ArgumentParser
+import TokenBridge
+import TokenDevices
+
+struct Tokens: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).")
+
+  @OptionGroup var options: GlobalOptions
+
+  func run() throws {
+    try options.execute {
+      let result = try TokenDiscovery(trace: options.traceSink).discover()
+      if options.json {
+        print(Render.json(result.tokens))
+        return
+      }
+      if result.tokens.isEmpty {
+        print(result.readerCount == 0 ? "No smart-card reader found." : "No token found.")
+      }
+      for t in result.tokens {
+        print("\(t.id)  \(t.name)")
+        print("  kind: \(t.kind.rawValue)   capabilities: \(t.capabilities.joined(separator: ", "))")
+        if let r = t.reader { print("  reader: \(r)") }
+        if let s = t.serial { print("  serial: \(s)") }
+        print("  PIN: \(Render.tries(t.pin))")
+        print("  PUK: \(Render.tries(t.puk))")
+      }
+      for r in result.emptyReaders { print("(\(r): no card)") }
+      for u in result.unusableCards { print("(\(u.reader): \(ErrorReport.token(u.reason).0))") }
+    }
+  }
+}

@@ -1,0 +1,114 @@
+import TokenBridge
+import TokenDevices
+import UAFCore
+
+/// Every message a person sees about a failure is made here, with its exit status.
+enum ErrorReport {
+  static func describe(_ error: Error) -> (message: String, status: ExitStatus) {
+    switch error {
+    case let e as OperationError: return operation(e)
+    case let e as TokenError: return token(e)
+    case let e as SmartCardError: return smartCard(e)
+    case InteractionError.cancelled: return ("Cancelled.", .cancelled)
+    case InteractionError.timedOut: return ("No answer within the time allowed; nothing was changed.", .timedOut)
+    case let e as InputError: return (e.message, e.status)
+    default: return ("Unexpected error: \(error)", .failure)
+    }
+  }
+
+  static func operation(_ e: OperationError) -> (String, ExitStatus) {
+    switch e {
+    case .cancelled: return ("Cancelled; nothing was changed on the token.", .cancelled)
+    case .timedOut: return ("No answer within the time allowed; nothing was changed.", .timedOut)
+    case .blocked(.pin, let t):
+      return (
+        "The PIN of \(t.id) is blocked. Unblock it with the PUK: tokenbridge pin unblock --token \(t.id)",
+        .pinBlocked
+      )
+    case .blocked(.puk, let t):
+      return (
+        "The PUK of \(t.id) is blocked. Only a reset of the PIV application (which erases its keys) helps now.",
+        .pukBlocked
+      )
+    case .noToken(let readers, let empty, let unusable):
+      if readers == 0 { return ("No smart-card reader found. Plug in your token and try again.", .noToken) }
+      var lines = ["No PIV token found."]
+      for r in empty { lines.append("  \(r): no card") }
+      for u in unusable { lines.append("  \(u)") }
+      return (lines.joined(separator: "\n"), .noToken)
+    case .tokenNotFound(let id, let available):
+      let list = available.isEmpty ? "none" : available.map(\.id).joined(separator: ", ")
+      return ("No token \(id). Tokens present: \(list).", .noToken)
+    case .ambiguous(let tokens):
+      let list = tokens.map { "  \($0.id)  \($0.name)  (\($0.reader ?? ""))" }.joined(separator: "\n")
+      return ("Several tokens are present; choose one with --token ID:\n\(list)", .noToken)
+    case .slotOccupied(let slot):
+      return ("Slot \(slot) already holds a key; nothing was changed. Use --force to overwrite it.", .slotOccupied)
+    case .token(let t): return token(t)
+    case .interaction(let e): return describe(e)
+    }
+  }
+
+  static func token(_ e: TokenError) -> (String, ExitStatus) {
+    switch e {
+    case .smartCard(let s): return smartCard(s)
+    case .wrongPIN(let k, let left): return ("Wrong \(k.rawValue); \(left) \(left == 1 ? "try" : "tries") left.", .wrongPIN)
+    case .pinBlocked(.pin): return ("The PIN is blocked. Unblock it with the PUK: tokenbridge pin unblock", .pinBlocked)
+    case .pinBlocked(.puk): return ("The PUK is blocked.", .pukBlocked)
+    case .needsReinsertion: return ("Remove and re-insert your key, then try again.", .failure)
+    case .pinFormat(let k, let reason): return ("The \(k.rawValue) cannot be used: \(reason).", .policyViolation)
+    case .notPIV(let reader): return ("The card in \(reader) is not a PIV card.", .unsupportedToken)
+    case .managementKeyRejected:
+      return ("The management key was not accepted; nothing was changed on the token.", .managementKeyRejected)
+    case .slotEmpty(let s): return ("Slot \(PIVSlot(rawValue: s)) holds no key.", .unsupportedToken)
+    case .securityStatusNotSatisfied(let op):
+      return ("The token refused \(op): it needs the PIN or the management key first.", .failure)
+    case .unexpectedStatus(let sw, let op): return ("The token answered \(op) with status \(sw).", .failure)
+    case .malformedResponse(let op): return ("The token's answer to \(op) could not be read.", .failure)
+    case .unsupported(let what): return ("This token does not support \(what).", .unsupportedToken)
+    }
+  }
+
+  static func smartCard(_ e: SmartCardError) -> (String, ExitStatus) {
+    switch e {
+    case .serviceUnavailable:
+      return (
+        "The PC/SC service (pcscd) is not running. Start it (sudo systemctl start pcscd.socket, or run pcscd as "
+          + "root) and try again.", .serviceUnavailable
+      )
+    case .noReaders: return ("No smart-card reader found. Plug in your token and try again.", .noToken)
+    case .noCard(let r): return ("Reader \(r) holds no card.", .noToken)
+    case .cardRemoved(let r):
+      return (
+        "The token was removed\(r.isEmpty ? "" : " from \(r)") during the operation; it may not have completed. "
+          + "Insert it and check with tokenbridge pin status.", .tokenRemoved
+      )
+    case .unknownReader(let r): return ("Reader \(r) is gone.", .tokenRemoved)
+    case .malformedResponse(let n): return ("The card sent a malformed answer (\(n) bytes).", .failure)
+    case .responseTooLong: return ("The card's answer did not end.", .failure)
+    case .pcsc(let st, let call): return ("PC/SC error \(st) in \(call).", .failure)
+    }
+  }
+
+  static func recoverable(_ e: PinChangeRecoverableError, _ op: PinOperation) -> String {
+    switch e {
+    case .invalidNew(let v): "The new \(op.target.rawValue) cannot be used: \(v). Nothing was sent to the token."
+    case .invalidCurrent(let reason): "That \(op.authorizing.rawValue) cannot be right: \(reason). Nothing was sent."
+    case .wrongCurrent(let left):
+      "Wrong \(op.authorizing.rawValue); \(left) \(left == 1 ? "try" : "tries") left."
+    }
+  }
+
+  static func recoverable(_ e: PinVerificationRecoverableError) -> String {
+    switch e {
+    case .wrongPin(let left): "Wrong PIN; \(left) \(left == 1 ? "try" : "tries") left."
+    case .invalidPin(let reason): "That PIN cannot be right: \(reason). Nothing was sent."
+    }
+  }
+}
+
+/// A failure of the CLI's own input (e.g. --pin-fd ran dry).
+struct InputError: Error {
+  var message: String
+  var status: ExitStatus
+}

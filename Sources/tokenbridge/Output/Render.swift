@@ -1,0 +1,26 @@
+import Foundation
+import TokenDevices
+
+/// Human and JSON rendering of results.
+enum Render {
+  static func tries(_ s: PINStatus?) -> String {
+    guard let s else { return "unknown" }
+    if s.isBlocked { return "blocked" }
+    guard let left = s.retriesLeft else { return s.isVerified ? "verified (count not shown)" : "unknown" }
+    var out = "\(left)"
+    if let max = s.maxRetries { out += " of \(max)" }
+    out += left == 1 ? " try left" : " tries left"
+    if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
+    return out
+  }
+
+  static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String {
+    "\(token.name) (\(token.id)): \(s.kind.rawValue) \(tries(s))."
+  }
+
+  static func json<T: Encodable>(_ value: T) -> String {
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return (try? String(decoding: enc.encode(value), as: UTF8.self)) ?? "null"
+  }
+}

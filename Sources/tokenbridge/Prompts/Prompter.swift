@@ -1,0 +1,132 @@
+import Foundation
+import TokenBridge
+import TokenDevices
+import UAFCore
+
+/// Implements the library's interaction protocols for the CLI: the terminal when there is one, or
+/// `--pin-fd` for scripts (then nothing is asked on the terminal; confirmations need `--yes`).
+final class Prompter: PinChanger, PinUserVerifier {
+  let terminal: Terminal?
+  let reader: FDLineReader?
+  let assumeYes: Bool
+
+  init(pinFD: Int32?, assumeYes: Bool, timeout: Double) {
+    reader = pinFD.map(FDLineReader.init)
+    terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
+    self.assumeYes = assumeYes
+  }
+
+  /// Can this prompter ask the user to choose among tokens?
+  var canAsk: Bool { terminal != nil }
+
+  func say(_ s: String) {
+    if let terminal { terminal.write(s + "\n") } else { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+  }
+
+  func secret(_ prompt: String, exhausted: InputError) throws -> Secret {
+    if let reader {
+      guard let line = reader.next() else { throw exhausted }
+      return Secret(line)
+    }
+    guard let terminal else {
+      throw InputError(
+        message: "No terminal to ask for the PIN. Pass it on a file descriptor: --pin-fd N.", status: .usage)
+    }
+    terminal.write(prompt)
+    return Secret(try terminal.readLine(echo: false))
+  }
+
+  /// A new secret, typed twice on a terminal (read once from --pin-fd).
+  func newSecret(_ name: String, exhausted: InputError) throws -> Secret {
+    for _ in 0..<3 {
+      let first = try secret("New \(name): ", exhausted: exhausted)
+      if reader != nil { return first }
+      let again = try secret("Repeat new \(name): ", exhausted: exhausted)
+      if first.bytes == again.bytes { return first }
+      say("The two entries differ; please type the new \(name) again.")
+    }
+    throw InteractionError.cancelled
+  }
+
+  func confirm(_ warning: String) throws -> Bool {
+    if assumeYes {
+      say(warning + " Continuing (--yes).")
+      return true
+    }
+    guard let terminal else {
+      throw InputError(message: warning + " Not confirmed: run on a terminal, or add --yes.", status: .cancelled)
+    }
+    terminal.write(warning + " Type yes to continue: ")
+    var answer = try terminal.readLine(echo: true)
+    defer { wipe(&answer) }
+    return String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased() == "yes"
+  }
+
+  // MARK: PinChanger
+
+  func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
+    let op = context.operation
+    let current = op.authorizing.rawValue
+    let target = op.target.rawValue
+    if let e = context.lastRecoverableError {
+      say(ErrorReport.recoverable(e, op))
+    } else {
+      say(Render.triesLine(context.token, context.authorizingStatus))
+    }
+    let exhausted: InputError
+    switch context.lastRecoverableError {
+    case .wrongCurrent(let left)?:
+      exhausted = InputError(message: "Wrong \(current); \(left) tries left.", status: .wrongPIN)
+    case .invalidNew(let v)?:
+      exhausted = InputError(message: "The new \(target) cannot be used: \(v).", status: .policyViolation)
+    case .invalidCurrent(let r)?:
+      exhausted = InputError(message: "The \(current) cannot be used: \(r).", status: .policyViolation)
+    case nil:
+      exhausted = InputError(message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
+    }
+    let cur = try secret("\(op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"): ", exhausted: exhausted)
+    let new = try newSecret(target, exhausted: exhausted)
+    return PinChangeAnswer(current: cur, new: new)
+  }
+
+  func confirmLastAttempt(_ context: PinChangeContext) throws -> Bool {
+    let k = context.operation.authorizing.rawValue
+    return try confirm("Only one \(k) try is left: if this \(k) is wrong, the \(k) will be blocked.")
+  }
+
+  // MARK: PinUserVerifier
+
+  func providePin(_ context: PinVerificationContext) throws -> Secret {
+    if let e = context.lastRecoverableError { say(ErrorReport.recoverable(e)) } else {
+      say(Render.triesLine(context.token, context.status))
+    }
+    if let text = context.transactionText { say("Confirm: \(text)") }
+    var exhausted = InputError(message: "--pin-fd: expected the PIN.", status: .usage)
+    if case .wrongPin(let left)? = context.lastRecoverableError {
+      exhausted = InputError(message: "Wrong PIN; \(left) tries left.", status: .wrongPIN)
+    }
+    return try secret("PIN to \(context.purpose): ", exhausted: exhausted)
+  }
+
+  func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {
+    try confirm("Only one PIN try is left: if this PIN is wrong, the PIN will be blocked.")
+  }
+}
+
+/// Asks which token on the terminal (only when there is one).
+struct TerminalTokenSelector: TokenSelector {
+  let terminal: Terminal
+
+  func selectToken(from tokens: [TokenInfo]) throws -> TokenInfo {
+    terminal.write("Several tokens are present:\n")
+    for (i, t) in tokens.enumerated() { terminal.write("  \(i + 1)) \(t.id)  \(t.name)  (\(t.reader ?? ""))\n") }
+    for _ in 0..<3 {
+      terminal.write("Which one [1-\(tokens.count)]? ")
+      let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
+      if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...tokens.count).contains(n) {
+        return tokens[n - 1]
+      }
+    }
+    throw InteractionError.cancelled
+  }
+}
