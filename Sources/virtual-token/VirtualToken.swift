@@ -45,6 +45,9 @@ struct PIV: ParsableCommand {
   @Flag(help: "Start with the card out of the reader (insert with SIGUSR2).")
   var removed = false
 
+  @Flag(help: "Simulate a card without a PIV application (SELECT answers 6A82).")
+  var withoutPiv = false
+
   func validate() throws {
     guard vpcdAddress != nil else { throw ValidationError("--vpcd must be HOST:PORT, e.g. 127.0.0.1:35963") }
     guard firmwareBytes != nil else { throw ValidationError("--firmware must be MAJOR.MINOR.PATCH, e.g. 5.4.3") }
@@ -77,6 +80,7 @@ struct PIV: ParsableCommand {
       throw ValidationError("cannot use state file \(state): \(error.localizedDescription)")
     }
     let card = VirtualPIVCard(state: initial)
+    card.hasPIVApplication = !withoutPiv
     card.onStateChange = { s in
       do { try s.save(url) } catch { log("cannot save state: \(error)") }
     }

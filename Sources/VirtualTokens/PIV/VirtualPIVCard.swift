@@ -24,6 +24,9 @@ public final class VirtualPIVCard {
   var chain: (ins: UInt8, data: [UInt8])?
   var pendingResponse: [UInt8] = []
 
+  /// False simulates a card without a PIV application (e.g. a bank card): every SELECT answers 6A82.
+  public var hasPIVApplication = true
+
   public init(state: PIVCardState) { self.state = state }
 
   /// Power off or reset: forget everything volatile.
@@ -88,6 +91,7 @@ public final class VirtualPIVCard {
   }
 
   func dispatch(ins: UInt8, p1: UInt8, p2: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
+    guard hasPIVApplication else { return ([], ins == 0xA4 ? 0x6A82 : 0x6D00) }
     switch ins {
     case 0xA4: return select(p1: p1, data: data)
     case 0xC0: return getResponse()

@@ -108,6 +108,10 @@ public final class VPCDLink: @unchecked Sendable {
   }
 
   func readExactly(_ s: Int32, _ n: Int) -> [UInt8]? {
+    // vpcd writes the length and the payload in two sends; without an immediate ACK, Nagle on its side
+    // and delayed ACK on ours cost ~40 ms per APDU. TCP_QUICKACK is reset by the kernel: set it per read.
+    var one: Int32 = 1
+    setsockopt(s, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
     var buf = [UInt8](repeating: 0, count: n)
     var got = 0
     while got < n {

@@ -35,7 +35,8 @@ enum ErrorReport {
       var lines = ["No PIV token found."]
       for r in empty { lines.append("  \(r): no card") }
       for u in unusable { lines.append("  \(u)") }
-      return (lines.joined(separator: "\n"), .noToken)
+      // A card is there but is not one we can use: say so with its own code.
+      return (lines.joined(separator: "\n"), unusable.isEmpty ? .noToken : .unsupportedToken)
     case .tokenNotFound(let id, let available):
       let list = available.isEmpty ? "none" : available.map(\.id).joined(separator: ", ")
       return ("No token \(id). Tokens present: \(list).", .noToken)
