@@ -46,7 +46,7 @@ let package = Package(
     .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),
     .testTarget(
       name: "VirtualTokensTests",
-      dependencies: ["VirtualTokens", .product(name: "Crypto", package: "swift-crypto")]),
+      dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(
       name: "IntegrationTests",
       dependencies: [

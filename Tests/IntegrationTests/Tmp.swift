@@ -1,1 +1,1 @@
-// tmp
+// filled below
