@@ -39,3 +39,16 @@ extension String {
     self = s.count == 1 ? "0" + s : s
   }
 }
+
+extension PIVSession {
+  /// Writes a data object (PUT DATA, chained when over 255 bytes); needs management-key authentication
+  /// in the same transaction. An empty value deletes the object.
+  public func writeObject(_ tag: UInt, _ value: [UInt8], sensitive: Bool = false) throws(TokenError) {
+    let tagBytes = [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)]
+    let body = BERTLV.encode(0x5C, tagBytes) + BERTLV.encode(0x53, value)
+    let r = try transact { () throws(TokenError) in
+      try send(APDU(ins: 0xDB, p1: 0x3F, p2: 0xFF, data: body, sensitive: sensitive))
+    }
+    try expectSuccess(r, "PUT DATA")
+  }
+}

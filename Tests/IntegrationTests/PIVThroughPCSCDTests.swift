@@ -1,0 +1,224 @@
+import Crypto
+import Foundation
+import Testing
+import TokenBridge
+import TokenDevices
+import UAFCore
+
+/// PIV session and operations through the real pcscd, the vpcd driver and the virtual card.
+/// Needs the private pcscd of `Tools/with-pcscd` (Tools/test provides it); disabled, and so reported, without.
+@Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
+struct PIVThroughPCSCDTests {
+  func discovered(_ id: String) throws -> DiscoveredToken {
+    try #require(try TokenDiscovery().discover().found.first { $0.info.id == id })
+  }
+
+  @Test func discoveryFindsTheCardWithAStableID() throws {
+    let card = try VirtualCard(serial: 4_200_001)
+    let result = try TokenDiscovery().discover()
+    let t = try #require(result.tokens.first { $0.reader == card.reader })
+    #expect(t.id == "piv-4200001")
+    #expect(t.kind == .piv && t.capabilities == ["piv"])
+    #expect(t.pin?.retriesLeft == 3 && t.pin?.maxRetries == 3 && t.pin?.isDefault == true)
+    #expect(result.emptyReaders == ["Virtual PCD 00 01"])
+  }
+
+  @Test func readingStatusSpendsNoTry() throws {
+    let card = try VirtualCard()
+    let s = try card.open()
+    #expect(throws: TokenError.wrongPIN(.pin, retriesLeft: 2)) { try s.verifyPIN(Array("000000".utf8)) }
+    for _ in 0..<3 { #expect(try s.pinStatus(.pin).retriesLeft == 2) }
+  }
+
+  @Test func cardWithoutMetadataUsesEmptyVerify() throws {
+    let card = try VirtualCard(arguments: ["--firmware", "5.2.7"])
+    let s = try card.open()
+    #expect(!s.quirks.contains(.metadata))
+    #expect(try s.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 3))
+    #expect(try s.pinStatus(.puk).retriesLeft == nil)  // PUK count is unknowable without metadata
+    try s.verifyPIN(Array("123456".utf8))
+    // Verified already: the empty VERIFY answers 9000, and 5.2.7 cannot drop the state (no VERIFY P1=FF).
+    #expect(try s.pinStatus(.pin).isVerified)
+  }
+
+  @Test func pinChangeRecoversFromAWrongCurrentPIN() throws {
+    let card = try VirtualCard(serial: 4_200_002)
+    let changer = ScriptedChanger([("654321", "111111"), ("123456", "111111")])
+    try PinChange(operation: .changePIN).run(on: try discovered("piv-4200002"), changer: changer)
+    #expect(changer.contexts.count == 2)
+    #expect(changer.contexts[0].protection == .unlocked(retriesLeft: 3))
+    #expect(changer.contexts[1].lastRecoverableError == .wrongCurrent(retriesLeft: 2))
+    #expect(changer.contexts[1].protection == .lastAttemptFailed(retriesLeft: 2, coolDownSeconds: 0))
+    let s = try card.open()
+    try s.verifyPIN(Array("111111".utf8))
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+  }
+
+  @Test func policyViolationsSpendNoTry() throws {
+    let card = try VirtualCard(serial: 4_200_003)
+    let changer = ScriptedChanger([
+      ("123456", ""), ("123456", "12a456"), ("123456", "12345"), ("123456", "123456789"), ("123456", "123456"),
+      ("123456789", "111111"),
+    ])
+    #expect(throws: OperationError.self) {
+      try PinChange(operation: .changePIN).run(on: try discovered("piv-4200003"), changer: changer)
+    }
+    let errors = changer.contexts.dropFirst().map(\.lastRecoverableError)
+    #expect(
+      errors == [
+        .invalidNew(.empty), .invalidNew(.onlyNumbers), .invalidNew(.tooShort(minimum: 6)),
+        .invalidNew(.tooLong(maximum: 8)), .invalidNew(.sameAsOld), .invalidCurrent(reason: "it is longer than 8 characters"),
+      ])
+    #expect(try card.open().pinStatus(.pin).retriesLeft == 3)
+  }
+
+  @Test func lastAttemptNeedsAnExplicitYes() throws {
+    let card = try VirtualCard(serial: 4_200_004)
+    let s = try card.open()
+    for _ in 0..<2 { _ = try? s.verifyPIN(Array("000000".utf8)) }
+    let no = ScriptedChanger([("123456", "111111")], confirmLast: false)
+    #expect(throws: OperationError.self) {
+      try PinChange(operation: .changePIN).run(on: try discovered("piv-4200004"), changer: no)
+    }
+    #expect(no.confirmations == 1)
+    #expect(try s.pinStatus(.pin).retriesLeft == 1)
+    let yes = ScriptedChanger([("123456", "111111")], confirmLast: true)
+    try PinChange(operation: .changePIN).run(on: try discovered("piv-4200004"), changer: yes)
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+  }
+
+  @Test func blockedPINIsUnblockedWithThePUK() throws {
+    let card = try VirtualCard(serial: 4_200_005)
+    let wrong = ScriptedChanger([("000000", "111111"), ("000001", "111111"), ("000002", "111111")], confirmLast: true)
+    do {
+      try PinChange(operation: .changePIN).run(on: try discovered("piv-4200005"), changer: wrong)
+      Issue.record("expected the PIN to block")
+    } catch let e as OperationError {
+      guard case .blocked(let kind, _) = e else { throw e }
+      #expect(kind == .pin)
+    }
+    let unblock = ScriptedChanger([("00000000", "222222"), ("12345678", "222222")])
+    try PinChange(operation: .unblockPIN).run(on: try discovered("piv-4200005"), changer: unblock)
+    #expect(unblock.contexts[1].lastRecoverableError == .wrongCurrent(retriesLeft: 2))
+    let s = try card.open()
+    try s.verifyPIN(Array("222222".utf8))
+    #expect(try s.pinStatus(.puk).retriesLeft == 3)
+  }
+
+  @Test func pukChange() throws {
+    let card = try VirtualCard(serial: 4_200_006)
+    try PinChange(operation: .changePUK).run(
+      on: try discovered("piv-4200006"), changer: ScriptedChanger([("12345678", "87654321")]))
+    let s = try card.open()
+    #expect(try s.pinStatus(.puk) == PINStatus(kind: .puk, retriesLeft: 3, maxRetries: 3, isDefault: false))
+  }
+
+  @Test(arguments: [[], ["--management-algorithm", "aes192", "--firmware", "5.7.1"]])
+  func managementKeyAuthentication(_ args: [String]) throws {
+    let card = try VirtualCard(arguments: args)
+    let s = try card.open()
+    #expect(try s.managementKeyAlgorithm() == (args.isEmpty ? .tripleDES : .aes192))
+    #expect(throws: TokenError.managementKeyRejected) {
+      try s.authenticateManagementKey(.key([UInt8](repeating: 0x11, count: 24)))
+    }
+    try s.authenticateManagementKey(.defaultKey)
+  }
+
+  @Test func pinProtectedManagementKey() throws {
+    let card = try VirtualCard()
+    let s = try card.open()
+    let key = [UInt8](repeating: 0x42, count: 24)
+    // Store it the way yubikey-manager does: admin data flag 0x02, key in printed information 88/89.
+    try s.transact { () throws(TokenError) in
+      try s.authenticateManagementKey(.defaultKey)
+      try s.writeObject(0x5FFF00, BERTLV.encode(0x80, BERTLV.encode(0x81, [0x02])))
+      try s.writeObject(0x5FC109, BERTLV.encode(0x88, BERTLV.encode(0x89, key)), sensitive: true)
+      // And make it the card's key (Yubico SET MANAGEMENT KEY).
+      let r: APDUResponse
+      do {
+        r = try s.card.send(APDU(ins: 0xFF, p1: 0xFF, p2: 0xFF, data: [0x03, 0x9B, 24] + key, sensitive: true))
+      } catch let e as SmartCardError { throw .smartCard(e) } catch { throw .unsupported("\(error)") }
+      guard r.statusWord == .success else { throw .unexpectedStatus(r.statusWord, operation: "SET MANAGEMENT KEY") }
+    }
+    #expect(try s.hasPINProtectedManagementKey())
+    #expect(throws: TokenError.managementKeyRejected) { try s.authenticateManagementKey(.defaultKey) }
+    try s.authenticateManagementKey(.pinProtected, pin: Array("123456".utf8))
+  }
+
+  @Test func generateSignAndRefuseToOverwrite() throws {
+    let card = try VirtualCard(serial: 4_200_007)
+    let keys = PIVKeys(token: try discovered("piv-4200007"))
+    let slot = PIVSlot(rawValue: 0x82)
+    let point = try keys.generate(
+      slot: slot, managementKey: .defaultKey, force: false, verifier: ScriptedVerifier([]),
+      confirmOverwrite: { _ in Issue.record("slot was empty"); return false })
+    let verifier = ScriptedVerifier(["000000", "123456"])
+    let sig = try keys.sign(slot: slot, message: Array("hello".utf8), verifier: verifier)
+    #expect(verifier.contexts.last?.lastRecoverableError == .wrongPin(retriesLeft: 2))
+    let pub = try P256.Signing.PublicKey(x963Representation: point)
+    #expect(
+      pub.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: sig), for: SHA256.hash(data: Array("hello".utf8))))
+    var asked = 0
+    #expect(throws: OperationError.self) {
+      try keys.generate(
+        slot: slot, managementKey: .defaultKey, force: false, verifier: ScriptedVerifier([]),
+        confirmOverwrite: { _ in asked += 1; return false })
+    }
+    #expect(asked == 1)
+    #expect(try keys.publicKey(slot: slot) == point)
+    _ = card
+  }
+
+  @Test func removalMidOperationIsReportedAndReinsertionRecovers() throws {
+    let card = try VirtualCard()
+    let s = try card.open()
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+    try card.remove()
+    do {
+      _ = try s.pinStatus(.pin)
+      Issue.record("expected a removal error")
+    } catch .smartCard(let e) {
+      if case .cardRemoved = e {} else { Issue.record("unexpected \(e)") }
+    }
+    try card.insert()
+    #expect(try card.open().pinStatus(.pin).retriesLeft == 3)
+  }
+
+  @Test func aSecondProcessWaitsForTheTransaction() throws {
+    let card = try VirtualCard()
+    let holder = try card.open()
+    let other = Unchecked(try card.open())
+    let done = Flag()
+    try holder.card.transport.beginTransaction()
+    let thread = Thread {
+      _ = try? other.value.pinStatus(.pin)
+      done.set()
+    }
+    thread.start()
+    usleep(500_000)
+    #expect(!done.value, "the second session ran while the first held the card")
+    holder.card.transport.endTransaction()
+    for _ in 0..<100 where !done.value { usleep(50_000) }
+    #expect(done.value)
+  }
+
+  @Test func cardWithoutPIVIsNamed() throws {
+    let card = try VirtualCard(arguments: ["--without-piv"])
+    let result = try TokenDiscovery().discover()
+    #expect(result.tokens.isEmpty)
+    #expect(result.unusableCards.map(\.reader) == [card.reader])
+    #expect(result.unusableCards.first?.reason == .notPIV(reader: card.reader))
+  }
+}
+
+final class Flag: @unchecked Sendable {
+  private let lock = NSLock()
+  private var _value = false
+  var value: Bool { lock.withLock { _value } }
+  func set() { lock.withLock { _value = true } }
+}
+
+struct Unchecked<T>: @unchecked Sendable {
+  let value: T
+  init(_ v: T) { value = v }
+}
