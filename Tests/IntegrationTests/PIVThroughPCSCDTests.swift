@@ -222,3 +222,17 @@ struct Unchecked<T>: @unchecked Sendable {
   let value: T
   init(_ v: T) { value = v }
 }
+
+extension PIVThroughPCSCDTests {
+  /// After a session that verified the PIN is closed, no other program may use the verified state.
+  @Test func closingAVerifiedSessionResetsTheCard() throws {
+    let card = try VirtualCard(arguments: ["--firmware", "5.2.7"])  // no VERIFY P1=FF: state is visible
+    do {
+      let s = try card.open()
+      try s.verifyPIN(Array("123456".utf8))
+      #expect(try s.pinStatus(.pin).isVerified)
+    }
+    let other = try card.open()
+    #expect(try other.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 3))
+  }
+}

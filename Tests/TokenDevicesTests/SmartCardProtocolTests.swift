@@ -8,6 +8,7 @@ final class ScriptedTransport: SmartCardTransport {
   var reader = "scripted"
   var atr: [UInt8] = []
   var sent: [[UInt8]] = []
+  var resetOnClose = false
   var answers: [[UInt8]]
   init(_ answers: [[UInt8]]) { self.answers = answers }
   func transmit(_ command: [UInt8]) throws(SmartCardError) -> [UInt8] {

@@ -52,6 +52,7 @@ extension PIVSession {
   func mutualAuthenticate(key: [UInt8], algorithm: ManagementKeyAlgorithm) throws(TokenError) {
     let n = algorithm.blockSize
     let alg = algorithm.rawValue
+    card.transport.resetOnClose = true
     let r1 = try send(APDU(ins: 0x87, p1: alg, p2: 0x9B, data: [0x7C, 0x02, 0x80, 0x00], le: 0, sensitive: true))
     try expectSuccess(r1, "GENERAL AUTHENTICATE (witness)")
     guard let t1 = BERTLV.find(0x7C, in: r1.data), let encWitness = BERTLV.find(0x80, in: t1),

@@ -77,7 +77,10 @@ extension PIVSession {
   }
 
   func checkPINResult(_ r: APDUResponse, _ kind: PINKind, _ operation: String) throws(TokenError) {
-    if r.statusWord == .success { return }
+    if r.statusWord == .success {
+      card.transport.resetOnClose = true  // the PIN may now be verified on the card
+      return
+    }
     if let left = retries(r.statusWord) {
       if left == 0 { throw .pinBlocked(kind) }
       throw .wrongPIN(kind, retriesLeft: left)

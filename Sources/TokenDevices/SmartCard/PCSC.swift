@@ -75,6 +75,7 @@ public final class PCSCCard: SmartCardTransport, @unchecked Sendable {
   var handle: SCARDHANDLE = 0
   var protocolID: DWORD = 0
   var inTransaction = false
+  public var resetOnClose = false
 
   init(context: PCSCContext, reader: String) throws(SmartCardError) {
     self.context = context
@@ -93,8 +94,9 @@ public final class PCSCCard: SmartCardTransport, @unchecked Sendable {
   }
 
   deinit {
-    if inTransaction { SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD)) }
-    SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD))
+    let disposition = DWORD(resetOnClose ? SCARD_RESET_CARD : SCARD_LEAVE_CARD)
+    if inTransaction { SCardEndTransaction(handle, disposition) }
+    SCardDisconnect(handle, disposition)
   }
 
   /// Takes the card for this process (blocks while another process holds it).

@@ -6,6 +6,9 @@ public protocol SmartCardTransport: AnyObject {
   func reconnect() throws(SmartCardError)
   func beginTransaction() throws(SmartCardError)
   func endTransaction()
+  /// Set once a PIN or management key was verified: disconnecting then resets the card
+  /// (`SCARD_RESET_CARD`), so no other program inherits the verified state (yubico-piv-tool does the same).
+  var resetOnClose: Bool { get set }
 }
 
 /// Where `--trace` lines go. The sink never sees secrets: sensitive bodies are redacted before it is called.

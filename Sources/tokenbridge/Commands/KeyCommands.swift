@@ -59,7 +59,11 @@ struct KeyGenerate: ParsableCommand {
       }
       let point = try PIVKeys(token: token).generate(
         slot: slot.slot, managementKey: source, force: force, verifier: prompter,
-        confirmOverwrite: { s in try prompter.confirm("Slot \(s) already holds a key; generating replaces it for good.") })
+        confirmOverwrite: { s in
+          // Without a terminal (or --yes) there is nobody to ask: refuse, and say --force.
+          guard prompter.canAsk || options.yes else { return false }
+          return try prompter.confirm("Slot \(s) already holds a key; generating replaces it for good.")
+        })
       let pem = try PublicKeyFormat.pem(point)
       if options.json {
         print(Render.json(["slot": "\(slot.slot)", "publicKey": pem, "token": token.info.id]))

@@ -53,7 +53,7 @@ enum ErrorReport {
   static func token(_ e: TokenError) -> (String, ExitStatus) {
     switch e {
     case .smartCard(let s): return smartCard(s)
-    case .wrongPIN(let k, let left): return ("Wrong \(k.rawValue); \(left) \(left == 1 ? "try" : "tries") left.", .wrongPIN)
+    case .wrongPIN(let k, let left): return ("Wrong \(k.rawValue); \(Render.triesLeft(left)).", .wrongPIN)
     case .pinBlocked(.pin): return ("The PIN is blocked. Unblock it with the PUK: tokenbridge pin unblock", .pinBlocked)
     case .pinBlocked(.puk): return ("The PUK is blocked.", .pukBlocked)
     case .needsReinsertion: return ("Remove and re-insert your key, then try again.", .failure)
@@ -95,14 +95,13 @@ enum ErrorReport {
     switch e {
     case .invalidNew(let v): "The new \(op.target.rawValue) cannot be used: \(v). Nothing was sent to the token."
     case .invalidCurrent(let reason): "That \(op.authorizing.rawValue) cannot be right: \(reason). Nothing was sent."
-    case .wrongCurrent(let left):
-      "Wrong \(op.authorizing.rawValue); \(left) \(left == 1 ? "try" : "tries") left."
+    case .wrongCurrent(let left): "Wrong \(op.authorizing.rawValue); \(Render.triesLeft(left))."
     }
   }
 
   static func recoverable(_ e: PinVerificationRecoverableError) -> String {
     switch e {
-    case .wrongPin(let left): "Wrong PIN; \(left) \(left == 1 ? "try" : "tries") left."
+    case .wrongPin(let left): "Wrong PIN; \(Render.triesLeft(left))."
     case .invalidPin(let reason): "That PIN cannot be right: \(reason). Nothing was sent."
     }
   }

@@ -7,12 +7,13 @@ enum Render {
     guard let s else { return "unknown" }
     if s.isBlocked { return "blocked" }
     guard let left = s.retriesLeft else { return s.isVerified ? "verified (count not shown)" : "unknown" }
-    var out = "\(left)"
-    if let max = s.maxRetries { out += " of \(max)" }
-    out += left == 1 ? " try left" : " tries left"
+    var out = triesLeft(left)
+    if let max = s.maxRetries { out += " (of \(max))" }
     if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
     return out
   }
+
+  static func triesLeft(_ n: Int) -> String { n == 1 ? "1 try left" : "\(n) tries left" }
 
   static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String {
     "\(token.name) (\(token.id)): \(s.kind.rawValue) \(tries(s))."

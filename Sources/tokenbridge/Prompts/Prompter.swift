@@ -23,11 +23,15 @@ final class Prompter: PinChanger, PinUserVerifier {
     if let terminal { terminal.write(s + "\n") } else { FileHandle.standardError.write(Data((s + "\n").utf8)) }
   }
 
-  func secret(_ prompt: String, exhausted: InputError) throws -> Secret {
+  /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal; with --pin-fd it
+  /// is shown only once another line is there (else the error that ends the run says it, once).
+  func secret(_ prompt: String, exhausted: InputError, notice: String? = nil) throws -> Secret {
     if let reader {
       guard let line = reader.next() else { throw exhausted }
+      if let notice { say(notice) }
       return Secret(line)
     }
+    if let notice { say(notice) }
     guard let terminal else {
       throw InputError(
         message: "No terminal to ask for the PIN. Pass it on a file descriptor: --pin-fd N.", status: .usage)
@@ -68,15 +72,12 @@ final class Prompter: PinChanger, PinUserVerifier {
     let op = context.operation
     let current = op.authorizing.rawValue
     let target = op.target.rawValue
-    if let e = context.lastRecoverableError {
-      say(ErrorReport.recoverable(e, op))
-    } else {
-      say(Render.triesLine(context.token, context.authorizingStatus))
-    }
+    let notice = context.lastRecoverableError.map { ErrorReport.recoverable($0, op) }
+    if notice == nil { say(Render.triesLine(context.token, context.authorizingStatus)) }
     let exhausted: InputError
     switch context.lastRecoverableError {
     case .wrongCurrent(let left)?:
-      exhausted = InputError(message: "Wrong \(current); \(left) tries left.", status: .wrongPIN)
+      exhausted = InputError(message: "Wrong \(current); \(Render.triesLeft(left)).", status: .wrongPIN)
     case .invalidNew(let v)?:
       exhausted = InputError(message: "The new \(target) cannot be used: \(v).", status: .policyViolation)
     case .invalidCurrent(let r)?:
@@ -84,7 +85,8 @@ final class Prompter: PinChanger, PinUserVerifier {
     case nil:
       exhausted = InputError(message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
     }
-    let cur = try secret("\(op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"): ", exhausted: exhausted)
+    let prompt = op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"
+    let cur = try secret("\(prompt): ", exhausted: exhausted, notice: notice)
     let new = try newSecret(target, exhausted: exhausted)
     return PinChangeAnswer(current: cur, new: new)
   }
@@ -97,15 +99,14 @@ final class Prompter: PinChanger, PinUserVerifier {
   // MARK: PinUserVerifier
 
   func providePin(_ context: PinVerificationContext) throws -> Secret {
-    if let e = context.lastRecoverableError { say(ErrorReport.recoverable(e)) } else {
-      say(Render.triesLine(context.token, context.status))
-    }
+    let notice = context.lastRecoverableError.map(ErrorReport.recoverable)
+    if notice == nil { say(Render.triesLine(context.token, context.status)) }
     if let text = context.transactionText { say("Confirm: \(text)") }
     var exhausted = InputError(message: "--pin-fd: expected the PIN.", status: .usage)
     if case .wrongPin(let left)? = context.lastRecoverableError {
-      exhausted = InputError(message: "Wrong PIN; \(left) tries left.", status: .wrongPIN)
+      exhausted = InputError(message: "Wrong PIN; \(Render.triesLeft(left)).", status: .wrongPIN)
     }
-    return try secret("PIN to \(context.purpose): ", exhausted: exhausted)
+    return try secret("PIN to \(context.purpose): ", exhausted: exhausted, notice: notice)
   }
 
   func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {

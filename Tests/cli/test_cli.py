@@ -1,0 +1,296 @@
+"""The tokenbridge CLI as users and scripts run it, against the virtual card through the real pcscd."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pexpect
+import pytest
+
+from conftest import ROOT, TOKENBRIDGE, pin_tries, piv_tool, tb, wait_until, card_present
+
+
+def spawn(*args):
+    child = pexpect.spawn(TOKENBRIDGE, list(args), encoding="utf-8", timeout=30)
+    child.logfile_read = sys.stdout
+    return child
+
+
+def test_tokens_lists_the_card(card):
+    r = tb("tokens")
+    assert r.returncode == 0, r.stderr
+    assert card.id in r.stdout and "Virtual PCD 00 00" in r.stdout
+    assert "PIN: 3 tries left (of 3)" in r.stdout
+    data = json.loads(tb("tokens", "--json").stdout)
+    assert [t["id"] for t in data] == [card.id]
+    t = data[0]
+    assert t["kind"] == "piv" and t["capabilities"] == ["piv"] and t["reader"] == card.reader
+    assert t["pin"]["retriesLeft"] == 3 and t["puk"]["retriesLeft"] == 3
+
+
+def test_new_user_story(card):
+    """README's walk: wrong old PIN (2 tries left), then right; yubico-piv-tool verifies the new PIN;
+    three wrong PINs block it (distinct exit code); pin unblock with the PUK restores it."""
+    child = spawn("pin", "change")
+    child.expect(re.escape("PIN 3 tries left (of 3)"))
+    child.expect("Current PIN: ")
+    child.sendline("654321")
+    child.expect("New PIN: ")
+    child.sendline("24681357")
+    child.expect("Repeat new PIN: ")
+    child.sendline("24681357")
+    child.expect("Wrong PIN; 2 tries left.")
+    child.expect("Current PIN: ")
+    child.sendline("123456")
+    child.expect("New PIN: ")
+    child.sendline("24681357")
+    child.expect("Repeat new PIN: ")
+    child.sendline("24681357")
+    child.expect("PIN changed.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert piv_tool("-a", "verify-pin", "-P", "24681357").returncode == 0
+
+    assert tb("pin", "change", pins=["000000", "111111"]).returncode == 6
+    assert tb("pin", "change", pins=["000000", "111111"]).returncode == 6
+    assert pin_tries() == 1
+    r = tb("pin", "change", pins=["000000", "111111"])  # last try: refused without a yes
+    assert r.returncode == 3 and "Only one PIN try is left" in r.stderr
+    assert pin_tries() == 1
+    r = tb("pin", "change", "--yes", pins=["000000", "111111"])
+    assert r.returncode == 7, r.stderr
+    assert "blocked" in r.stderr and "pin unblock" in r.stderr
+    r = tb("pin", "status")
+    assert "PIN: blocked" in r.stdout
+    assert tb("pin", "change", pins=["24681357", "111111"]).returncode == 7  # nothing sent once blocked
+
+    child = spawn("pin", "unblock")
+    child.expect("PUK: ")
+    child.sendline("12345678")
+    child.expect("New PIN: ")
+    child.sendline("13572468")
+    child.expect("Repeat new PIN: ")
+    child.sendline("13572468")
+    child.expect("PIN unblocked and set.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert piv_tool("-a", "verify-pin", "-P", "13572468").returncode == 0
+    assert pin_tries() == 3
+
+
+def test_new_pin_typed_differently_twice_is_asked_again(card):
+    child = spawn("pin", "change")
+    child.expect("Current PIN: ")
+    child.sendline("123456")
+    child.expect("New PIN: ")
+    child.sendline("111111")
+    child.expect("Repeat new PIN: ")
+    child.sendline("111112")
+    child.expect("differ")
+    child.expect("New PIN: ")
+    child.sendline("111111")
+    child.expect("Repeat new PIN: ")
+    child.sendline("111111")
+    child.expect("PIN changed.")
+    child.expect(pexpect.EOF)
+    assert piv_tool("-a", "verify-pin", "-P", "111111").returncode == 0
+
+
+@pytest.mark.parametrize("new,reason", [
+    ("12345", "shorter than 6"), ("123456789", "longer than 8"), ("12a456", "digits only"),
+    ("", "empty"), ("123456", "same as the current"),
+])
+def test_policy_violations_send_nothing(card, new, reason):
+    r = tb("pin", "change", pins=["123456", new])
+    assert r.returncode == 9, r.stderr
+    assert reason in r.stderr
+    assert pin_tries() == 3
+
+
+def test_current_pin_over_8_bytes_is_not_sent(card):
+    r = tb("pin", "change", pins=["123456789", "111111"])
+    assert r.returncode == 9 and "longer than 8" in r.stderr
+    assert pin_tries() == 3
+
+
+def test_puk_change_and_wrong_puk(card):
+    r = tb("puk", "change", pins=["00000000", "87654321"])
+    assert r.returncode == 6 and "Wrong PUK; 2 tries left" in r.stderr
+    assert tb("puk", "change", pins=["12345678", "87654321"]).returncode == 0
+    assert piv_tool("-a", "unblock-pin", "-P", "87654321", "-N", "111111").returncode == 0
+
+
+def test_several_tokens_without_a_terminal_are_listed(cards):
+    a, b = cards(0, 5000100), cards(1, 5000101)
+    r = tb("pin", "status")
+    assert r.returncode == 4
+    assert a.id in r.stderr and b.id in r.stderr and "--token" in r.stderr
+    r = tb("pin", "status", "--token", b.id, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["token"] == b.id
+    r = tb("pin", "status", "--token", "piv-1")
+    assert r.returncode == 4 and "No token piv-1" in r.stderr
+
+
+def test_several_tokens_on_a_terminal_asks_which(cards):
+    cards(0, 5000200)
+    b = cards(1, 5000201)
+    child = spawn("pin", "status")
+    child.expect(r"Which one \[1-2\]\? ")
+    child.sendline("2")
+    child.expect(re.escape(b.id))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_reader_without_card():
+    r = tb("pin", "status")
+    assert r.returncode == 4
+    assert "Virtual PCD 00 00: no card" in r.stderr
+
+
+def test_card_that_is_not_piv(cards):
+    cards(args=["--without-piv"])
+    r = tb("pin", "status")
+    assert r.returncode == 11 and "not a PIV card" in r.stderr
+
+
+def test_no_pcscd():
+    r = tb("tokens", env={"PCSCLITE_CSOCK_NAME": "/nonexistent/pcscd.comm"})
+    assert r.returncode == 5
+    assert "pcscd" in r.stderr and "not running" in r.stderr
+
+
+def test_no_reader():
+    r = subprocess.run([str(ROOT / "Tools" / "with-pcscd"), "--no-readers", "--", TOKENBRIDGE, "pin", "status"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert "No smart-card reader found" in r.stderr
+
+
+def test_card_removed_at_the_prompt(card):
+    child = spawn("pin", "change")
+    child.expect("Current PIN: ")
+    card.remove()
+    child.sendline("123456")
+    child.expect("New PIN: ")
+    child.sendline("111111")
+    child.expect("Repeat new PIN: ")
+    child.sendline("111111")
+    child.expect("removed")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 10
+
+
+def test_wrong_management_key_changes_nothing(card):
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, b"11" * 24 + b"\n")
+    os.close(w_fd)
+    r = subprocess.run([TOKENBRIDGE, "key", "generate", "--slot", "9a", "--management-key-fd", str(r_fd)],
+                       capture_output=True, text=True, pass_fds=(r_fd,), stdin=subprocess.DEVNULL)
+    os.close(r_fd)
+    assert r.returncode == 12, r.stderr
+    assert "management key was not accepted" in r.stderr
+    r = tb("key", "public", "--slot", "9a")
+    assert r.returncode == 11 and "holds no key" in r.stderr
+
+
+def test_management_key_from_fd(card):
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, b"010203040506070801020304050607080102030405060708\n")
+    os.close(w_fd)
+    r = subprocess.run([TOKENBRIDGE, "key", "generate", "--slot", "9d", "--management-key-fd", str(r_fd)],
+                       capture_output=True, text=True, pass_fds=(r_fd,), stdin=subprocess.DEVNULL)
+    os.close(r_fd)
+    assert r.returncode == 0, r.stderr
+    assert "BEGIN PUBLIC KEY" in r.stdout
+
+
+def test_occupied_slot_needs_force(card):
+    first = tb("key", "generate", "--slot", "9c")
+    assert first.returncode == 0, first.stderr
+    r = tb("key", "generate", "--slot", "9c")
+    assert r.returncode == 13 and "already holds a key" in r.stderr and "--force" in r.stderr
+    assert tb("key", "public", "--slot", "9c").stdout.strip() == first.stdout.strip()
+    forced = tb("key", "generate", "--slot", "9c", "--force")
+    assert forced.returncode == 0
+    assert forced.stdout != first.stdout
+
+
+def test_occupied_slot_on_a_terminal_asks(card):
+    assert tb("key", "generate", "--slot", "82").returncode == 0
+    child = spawn("key", "generate", "--slot", "82")
+    child.expect("already holds a key")
+    child.sendline("no")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 13
+
+
+def test_sign_is_verified_by_openssl(card, tmp_path):
+    pub = tmp_path / "pub.pem"
+    r = tb("key", "generate", "--slot", "9a")
+    assert r.returncode == 0
+    pub.write_text(r.stdout)
+    msg = tmp_path / "msg"
+    msg.write_bytes(b"TokenBridge signs this")
+    sig = tmp_path / "sig.der"
+    r = tb("key", "sign", "--slot", "9a", "--input", str(msg), "--output", str(sig), pins=["000000", "123456"])
+    assert r.returncode == 0, r.stderr
+    assert "Wrong PIN; 2 tries left" in r.stderr
+    v = subprocess.run(["openssl", "dgst", "-sha256", "-verify", str(pub), "-signature", str(sig), str(msg)],
+                       capture_output=True, text=True)
+    assert v.returncode == 0 and "Verified OK" in v.stdout
+    assert pin_tries() == 3
+
+
+def test_trace_redacts_secrets(card):
+    r = tb("pin", "change", "--trace", pins=["123456", "24680246"])
+    assert r.returncode == 0, r.stderr
+    assert "apdu > 00 24 00 80 Lc=16 <redacted 16 bytes>" in r.stderr
+    for secret in ("31 32 33 34 35 36", "32 34 36 38 30 32 34 36"):
+        assert secret not in r.stderr
+
+
+def test_pin_change_uses_at_most_three_apdus_after_select(card):
+    r = tb("pin", "change", "--trace", pins=["123456", "24680246"])
+    assert r.returncode == 0
+    sent = [l for l in r.stderr.splitlines() if l.startswith("apdu > ")]
+    # The change itself is the last transaction: it starts with the last SELECT.
+    last_select = max(i for i, l in enumerate(sent) if l.startswith("apdu > 00 A4 04 00"))
+    after = sent[last_select + 1:]
+    assert len(after) <= 3, after
+    assert after[-1].startswith("apdu > 00 24 00 80")
+
+
+def test_pin_is_never_an_argument(card):
+    r = tb("pin", "change", "--pin", "123456")
+    assert r.returncode == 64
+
+
+def test_pin_fd_must_be_open(card):
+    r = subprocess.run([TOKENBRIDGE, "pin", "change", "--pin-fd", "57"], capture_output=True, text=True)
+    assert r.returncode == 64 and "not an open file descriptor" in r.stderr
+
+
+def test_no_terminal_and_no_pin_fd(card):
+    r = tb("pin", "change")
+    assert r.returncode == 64 and "--pin-fd" in r.stderr
+
+
+def test_json_errors(card):
+    r = tb("pin", "change", "--json", pins=["000000", "111111"])
+    assert r.returncode == 6
+    assert json.loads(r.stdout) == {"error": "Wrong PIN; 2 tries left.", "exitCode": "6"}
+
+
+def test_exit_codes_are_documented_in_readme():
+    readme = (ROOT / "README.md").read_text()
+    listed = subprocess.run([TOKENBRIDGE, "exit-codes"], capture_output=True, text=True).stdout
+    for line in listed.splitlines():
+        code, meaning = line.split("\t")
+        assert re.search(rf"^\| {code} \| ", readme, re.M), f"exit code {code} ({meaning}) missing from README"
