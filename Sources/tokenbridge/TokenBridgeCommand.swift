@@ -47,9 +47,9 @@ struct GlobalOptions: ParsableArguments {
   func prompter() -> Prompter { Prompter(pinFD: pinFd, assumeYes: yes, timeout: timeout) }
 
   /// Finds the token to work on; asks on the terminal when there are several and none is named.
-  func chooseToken(_ prompter: Prompter) throws -> DiscoveredToken {
+  func chooseToken(_ prompter: Prompter, includePUK: Bool = false) throws -> DiscoveredToken {
     let selector = prompter.terminal.map(TerminalTokenSelector.init)
-    return try TokenSelection(trace: traceSink).choose(id: token, selector: selector)
+    return try TokenSelection(trace: traceSink, includePUK: includePUK).choose(id: token, selector: selector)
   }
 
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.

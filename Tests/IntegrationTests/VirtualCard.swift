@@ -63,7 +63,7 @@ final class VirtualCard {
   }
 
   func open() throws -> PIVSession {
-    try PIVSession(transport: try PCSCContext().connect(reader))
+    try PIVSession.open(transport: try PCSCContext().connect(reader))
   }
 }
 

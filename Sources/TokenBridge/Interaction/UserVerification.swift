@@ -43,9 +43,14 @@ public struct PinVerification {
     let session = token.session
     var lastError: PinVerificationRecoverableError?
     var confirmed = false
+    // Discovery read the tries a moment ago, and a wrong PIN reports them (63Cx): read only when unknown.
+    var known = token.info.pin
     while true {
       let status: PINStatus
-      do { status = try session.pinStatus(.pin) } catch { throw .token(error) }
+      if let known { status = known } else {
+        do { status = try session.pinStatus(.pin) } catch { throw .token(error) }
+      }
+      known = nil
       if status.isBlocked { throw .blocked(.pin, token: token.info) }
       var failed = false
       if case .wrongPin = lastError { failed = true }
@@ -75,6 +80,7 @@ public struct PinVerification {
       } catch .wrongPIN(_, let left) {
         lastError = .wrongPin(retriesLeft: left)
         confirmed = false
+        known = PINStatus(kind: .pin, retriesLeft: left, maxRetries: status.maxRetries)
       } catch .pinBlocked(let k) {
         throw .blocked(k, token: token.info)
       } catch .pinFormat(_, let reason) {

@@ -4,7 +4,9 @@ import TokenDevices
 public struct TokenSelection {
   public var discovery: TokenDiscovery
 
-  public init(trace: TraceSink? = nil) { discovery = TokenDiscovery(trace: trace) }
+  public init(trace: TraceSink? = nil, includePUK: Bool = true) {
+    discovery = TokenDiscovery(trace: trace, includePUK: includePUK)
+  }
 
   public func choose(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
     let result: DiscoveryResult

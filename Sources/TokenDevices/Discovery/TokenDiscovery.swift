@@ -39,10 +39,16 @@ public struct DiscoveryResult {
 /// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
 public struct TokenDiscovery {
   public var trace: TraceSink?
+  /// Also read the PUK's tries (one more APDU per card); listings want it, PIN operations do not.
+  public var includePUK: Bool
 
-  public init(trace: TraceSink? = nil) { self.trace = trace }
+  public init(trace: TraceSink? = nil, includePUK: Bool = true) {
+    self.trace = trace
+    self.includePUK = includePUK
+  }
 
-  /// Every reader, and for each card a PIV probe (SELECT, GET VERSION, GET SERIAL, CHUID, PIN/PUK status).
+  /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET VERSION, GET SERIAL (CHUID
+  /// only when there is no serial), PIN status (and PUK status when `includePUK`).
   /// PIN status is read without spending a try.
   public func discover() throws(TokenError) -> DiscoveryResult {
     let context: PCSCContext
@@ -60,8 +66,9 @@ public struct TokenDiscovery {
           result.emptyReaders.append(reader)
           continue
         }
-        let session = try PIVSession(transport: try context.connect(reader), trace: trace)
-        result.found.append(DiscoveredToken(info: try Self.describe(session, reader: reader), session: session))
+        let session = PIVSession(transport: try context.connect(reader), trace: trace)
+        result.found.append(
+          DiscoveredToken(info: try Self.describe(session, reader: reader, includePUK: includePUK), session: session))
       } catch let error as SmartCardError {
         if case .noCard = error { result.emptyReaders.append(reader) } else {
           result.unusableCards.append((reader, .smartCard(error)))
@@ -75,11 +82,11 @@ public struct TokenDiscovery {
     return result
   }
 
-  static func describe(_ session: PIVSession, reader: String) throws(TokenError) -> TokenInfo {
+  static func describe(_ session: PIVSession, reader: String, includePUK: Bool) throws(TokenError) -> TokenInfo {
     try session.transact { () throws(TokenError) -> TokenInfo in
-      let identity = try session.identity()
+      let identity = try session.identity(chuid: .whenNoSerial)
       let pin = try session.pinStatus(.pin)
-      let puk = try? session.pinStatus(.puk)
+      let puk = includePUK ? try? session.pinStatus(.puk) : nil
       let id: String
       if let serial = identity.serial {
         id = "piv-\(serial)"

@@ -15,7 +15,8 @@ extension PIVSession {
   }
 
   /// Who the card is: YubiKey version and serial where it answers them, CHUID GUID where present.
-  public func identity() throws(TokenError) -> PIVIdentity {
+  /// `chuid: .whenNoSerial` skips the CHUID read when a serial already identifies the card.
+  public func identity(chuid: CHUIDRead = .always) throws(TokenError) -> PIVIdentity {
     try transact { () throws(TokenError) -> PIVIdentity in
       var id = PIVIdentity()
       if let v = version { id.version = "\(v.0).\(v.1).\(v.2)" }
@@ -25,12 +26,20 @@ extension PIVSession {
           id.serial = r.data.reduce(0) { $0 << 8 | UInt32($1) }
         }
       }
-      if let chuid = try readObject(0x5FC102), let guid = BERTLV.find(0x34, in: chuid) {
+      if chuid == .always || id.serial == nil, let chuid = try readObject(0x5FC102),
+        let guid = BERTLV.find(0x34, in: chuid)
+      {
         id.chuidGUID = guid.map { String(format2: $0) }.joined()
       }
       return id
     }
   }
+}
+
+/// Whether `identity()` reads the CHUID.
+public enum CHUIDRead: Sendable {
+  case always
+  case whenNoSerial
 }
 
 extension String {

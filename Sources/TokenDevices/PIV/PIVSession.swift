@@ -14,16 +14,19 @@ public final class PIVSession {
   var reader: String { card.transport.reader }
   var transactionDepth = 0
 
-  /// Opens the session: SELECT and GET VERSION (to decide the quirks), inside one transaction.
-  public init(transport: SmartCardTransport, trace: TraceSink? = nil) throws(TokenError) {
+  var quirksKnown = false
+
+  /// A session over `transport`. Nothing is sent yet: the first operation SELECTs and reads GET VERSION
+  /// (to decide the quirks) in its own transaction, so discovery costs one SELECT, not two.
+  public init(transport: SmartCardTransport, trace: TraceSink? = nil) {
     card = SmartCardProtocol(transport: transport, trace: trace)
-    try transact { () throws(TokenError) in
-      let r = try send(APDU(ins: 0xFD))
-      if r.statusWord == .success, r.data.count >= 3 {
-        version = (Int(r.data[0]), Int(r.data[1]), Int(r.data[2]))
-      }
-    }
-    quirks = TokenQuirks.derive(atr: transport.atr, version: version)
+  }
+
+  /// Opens a session and checks that the card has a PIV application (throws `.notPIV` otherwise).
+  public static func open(transport: SmartCardTransport, trace: TraceSink? = nil) throws(TokenError) -> PIVSession {
+    let session = PIVSession(transport: transport, trace: trace)
+    try session.transact { () throws(TokenError) in }
+    return session
   }
 
   /// Runs `body` inside one PC/SC transaction that begins with SELECT (nested calls share it).
@@ -36,6 +39,14 @@ public final class PIVSession {
       card.transport.endTransaction()
     }
     try select()
+    if !quirksKnown {
+      let r = try send(APDU(ins: 0xFD))
+      if r.statusWord == .success, r.data.count >= 3 {
+        version = (Int(r.data[0]), Int(r.data[1]), Int(r.data[2]))
+      }
+      quirks = TokenQuirks.derive(atr: card.transport.atr, version: version)
+      quirksKnown = true
+    }
     return try body()
   }
 

@@ -24,7 +24,7 @@ struct PinStatusCommand: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let token = try options.chooseToken(options.prompter())
+      let token = try options.chooseToken(options.prompter(), includePUK: true)
       if options.json {
         print(Render.json(Report(token: token.info.id, pin: token.info.pin, puk: token.info.puk)))
       } else {
@@ -40,7 +40,7 @@ struct PinStatusCommand: ParsableCommand {
 func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws {
   try options.execute {
     let prompter = options.prompter()
-    let token = try options.chooseToken(prompter)
+    let token = try options.chooseToken(prompter, includePUK: operation.authorizing == .puk)
     try PinChange(operation: operation).run(on: token, changer: prompter)
     let done =
       switch operation {
