@@ -67,7 +67,8 @@ struct PIVThroughPCSCDTests {
     #expect(
       errors == [
         .invalidNew(.empty), .invalidNew(.onlyNumbers), .invalidNew(.tooShort(minimum: 6)),
-        .invalidNew(.tooLong(maximum: 8)), .invalidNew(.sameAsOld), .invalidCurrent(reason: "it is longer than 8 characters"),
+        .invalidNew(.tooLong(maximum: 8)), .invalidNew(.sameAsOld),
+        .invalidCurrent(reason: "it is longer than 8 characters"),
       ])
     #expect(try card.open().pinStatus(.pin).retriesLeft == 3)
   }
@@ -151,18 +152,25 @@ struct PIVThroughPCSCDTests {
     let slot = PIVSlot(rawValue: 0x82)
     let point = try keys.generate(
       slot: slot, managementKey: .defaultKey, force: false, verifier: ScriptedVerifier([]),
-      confirmOverwrite: { _ in Issue.record("slot was empty"); return false })
+      confirmOverwrite: { _ in
+        Issue.record("slot was empty")
+        return false
+      })
     let verifier = ScriptedVerifier(["000000", "123456"])
     let sig = try keys.sign(slot: slot, message: Array("hello".utf8), verifier: verifier)
     #expect(verifier.contexts.last?.lastRecoverableError == .wrongPin(retriesLeft: 2))
     let pub = try P256.Signing.PublicKey(x963Representation: point)
     #expect(
-      pub.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: sig), for: SHA256.hash(data: Array("hello".utf8))))
+      pub.isValidSignature(
+        try P256.Signing.ECDSASignature(derRepresentation: sig), for: SHA256.hash(data: Array("hello".utf8))))
     var asked = 0
     #expect(throws: OperationError.self) {
       try keys.generate(
         slot: slot, managementKey: .defaultKey, force: false, verifier: ScriptedVerifier([]),
-        confirmOverwrite: { _ in asked += 1; return false })
+        confirmOverwrite: { _ in
+          asked += 1
+          return false
+        })
     }
     #expect(asked == 1)
     #expect(try keys.publicKey(slot: slot) == point)

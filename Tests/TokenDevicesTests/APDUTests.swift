@@ -102,7 +102,10 @@ import Testing
   }
 
   @Test func refusesWrongSizes() {
-    #expect(ManagementKeyCipher.crypt([0], key: [UInt8](repeating: 0, count: 24), algorithm: .tripleDES, encrypt: true) == nil)
-    #expect(ManagementKeyCipher.crypt([UInt8](repeating: 0, count: 8), key: [0], algorithm: .tripleDES, encrypt: true) == nil)
+    #expect(
+      ManagementKeyCipher.crypt([0], key: [UInt8](repeating: 0, count: 24), algorithm: .tripleDES, encrypt: true) == nil
+    )
+    #expect(
+      ManagementKeyCipher.crypt([UInt8](repeating: 0, count: 8), key: [0], algorithm: .tripleDES, encrypt: true) == nil)
   }
 }

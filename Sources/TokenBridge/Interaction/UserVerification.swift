@@ -47,7 +47,9 @@ public struct PinVerification {
     var known = token.info.pin
     while true {
       let status: PINStatus
-      if let known { status = known } else {
+      if let known {
+        status = known
+      } else {
         do { status = try session.pinStatus(.pin) } catch { throw .token(error) }
       }
       known = nil

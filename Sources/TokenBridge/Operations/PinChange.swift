@@ -35,7 +35,9 @@ public struct PinChange {
       let answer: PinChangeAnswer
       do { answer = try changer.providePins(context) } catch { throw mapInteraction(error) }
 
-      if let problem = policy.validate(new: answer.new.bytes, old: operation == .unblockPIN ? nil : answer.current.bytes) {
+      if let problem = policy.validate(
+        new: answer.new.bytes, old: operation == .unblockPIN ? nil : answer.current.bytes)
+      {
         lastError = .invalidNew(problem)
         continue
       }

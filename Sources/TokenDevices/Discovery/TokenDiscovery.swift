@@ -70,7 +70,9 @@ public struct TokenDiscovery {
         result.found.append(
           DiscoveredToken(info: try Self.describe(session, reader: reader, includePUK: includePUK), session: session))
       } catch let error as SmartCardError {
-        if case .noCard = error { result.emptyReaders.append(reader) } else {
+        if case .noCard = error {
+          result.emptyReaders.append(reader)
+        } else {
           result.unusableCards.append((reader, .smartCard(error)))
         }
       } catch let error as TokenError {

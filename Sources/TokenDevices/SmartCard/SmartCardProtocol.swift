@@ -70,7 +70,9 @@ public final class SmartCardProtocol {
     let raw = try transport.transmit(apdu.encoded(extended: useExtendedLength))
     let response = try APDUResponse(raw: raw)
     if let trace {
-      let body = response.data.isEmpty ? "" : (apdu.isSensitive ? "<redacted \(response.data.count) bytes> " : response.data.hexString + " ")
+      let body =
+        response.data.isEmpty
+        ? "" : (apdu.isSensitive ? "<redacted \(response.data.count) bytes> " : response.data.hexString + " ")
       trace("< \(body)\(response.statusWord)")
     }
     return response

@@ -2,8 +2,13 @@
 public enum BERTLV {
   public static func encode(_ tag: UInt, _ value: [UInt8]) -> [UInt8] {
     var out: [UInt8] = []
-    if tag > 0xFFFF { out += [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)] }
-    else if tag > 0xFF { out += [UInt8(tag >> 8), UInt8(tag & 0xFF)] } else { out.append(UInt8(tag)) }
+    if tag > 0xFFFF {
+      out += [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)]
+    } else if tag > 0xFF {
+      out += [UInt8(tag >> 8), UInt8(tag & 0xFF)]
+    } else {
+      out.append(UInt8(tag))
+    }
     out += encodeLength(value.count)
     return out + value
   }

@@ -71,10 +71,19 @@ public struct PIVCardState: Codable, Equatable, Sendable {
 
 func tlv(_ tag: UInt, _ value: [UInt8]) -> [UInt8] {
   var out: [UInt8] = []
-  if tag > 0xFFFF { out += [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)] }
-  else if tag > 0xFF { out += [UInt8(tag >> 8), UInt8(tag & 0xFF)] } else { out.append(UInt8(tag)) }
+  if tag > 0xFFFF {
+    out += [UInt8(tag >> 16), UInt8((tag >> 8) & 0xFF), UInt8(tag & 0xFF)]
+  } else if tag > 0xFF {
+    out += [UInt8(tag >> 8), UInt8(tag & 0xFF)]
+  } else {
+    out.append(UInt8(tag))
+  }
   let n = value.count
-  if n < 0x80 { out.append(UInt8(n)) } else if n <= 0xFF { out += [0x81, UInt8(n)] } else {
+  if n < 0x80 {
+    out.append(UInt8(n))
+  } else if n <= 0xFF {
+    out += [0x81, UInt8(n)]
+  } else {
     out += [0x82, UInt8(n >> 8), UInt8(n & 0xFF)]
   }
   return out + value

@@ -133,8 +133,12 @@ extension VirtualPIVCard {
       let isPIN = p2 == 0x80
       let body =
         tlv(0x01, [0xFF]) + tlv(0x05, [(isPIN ? state.pinIsDefault : state.pukIsDefault) ? 1 : 0])
-        + tlv(0x06, [UInt8(isPIN ? state.pinMaxRetries : state.pukMaxRetries),
-                     UInt8(isPIN ? state.pinRetries : state.pukRetries)])
+        + tlv(
+          0x06,
+          [
+            UInt8(isPIN ? state.pinMaxRetries : state.pukMaxRetries),
+            UInt8(isPIN ? state.pinRetries : state.pukRetries),
+          ])
       return (body, 0x9000)
     case 0x9B:
       return (

@@ -9,12 +9,14 @@ struct Key: ParsableCommand {
 }
 
 struct SlotArgument: ParsableArguments {
-  @Option(help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.", transform: { s in
-    guard let slot = PIVSlot(string: s) else {
-      throw ValidationError("'\(s)' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
-    }
-    return slot
-  })
+  @Option(
+    help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.",
+    transform: { s in
+      guard let slot = PIVSlot(string: s) else {
+        throw ValidationError("'\(s)' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
+      }
+      return slot
+    })
   var slot: PIVSlot
 }
 
@@ -106,7 +108,9 @@ struct KeySign: ParsableCommand {
     try options.execute {
       let message: Data
       do {
-        message = try input.map { try Data(contentsOf: URL(fileURLWithPath: $0)) } ?? FileHandle.standardInput.readDataToEndOfFile()
+        message =
+          try input.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+          ?? FileHandle.standardInput.readDataToEndOfFile()
       } catch {
         throw InputError(message: "Cannot read \(input ?? "stdin"): \(error.localizedDescription)", status: .usage)
       }

@@ -4,7 +4,8 @@ import TokenDevices
 
 struct Pin: ParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "PIN status, change and unblock.", subcommands: [PinStatusCommand.self, PinChangeCommand.self, PinUnblock.self])
+    abstract: "PIN status, change and unblock.",
+    subcommands: [PinStatusCommand.self, PinChangeCommand.self, PinUnblock.self])
 }
 
 struct Puk: ParsableCommand {

@@ -83,7 +83,8 @@ final class Prompter: PinChanger, PinUserVerifier {
     case .invalidCurrent(let r)?:
       exhausted = InputError(message: "The \(current) cannot be used: \(r).", status: .policyViolation)
     case nil:
-      exhausted = InputError(message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
+      exhausted = InputError(
+        message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
     }
     let prompt = op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"
     let cur = try secret("\(prompt): ", exhausted: exhausted, notice: notice)
