@@ -232,6 +232,23 @@ struct Unchecked<T>: @unchecked Sendable {
 }
 
 extension PIVThroughPCSCDTests {
+  /// The card's ATR announces extended Lc/Le: a 2000-byte object goes out in one APDU (no chaining). Reads keep a
+  /// short Le and collect the answer with GET RESPONSE, which every card supports.
+  @Test func largeObjectsUseExtendedLength() throws {
+    let card = try VirtualCard()
+    var lines: [String] = []
+    let s = PIVSession(transport: try PCSCContext().connect(card.reader), trace: { lines.append($0) })
+    #expect(s.card.useExtendedLength)
+    let value = (0..<2000).map { UInt8($0 % 251) }
+    try s.transact { () throws(TokenError) in
+      try s.authenticateManagementKey(.defaultKey)
+      try s.writeObject(0x5FC10A, value)
+    }
+    #expect(lines.filter { $0.hasPrefix("> 00 DB") || $0.hasPrefix("> 10 DB") }.count == 1)
+    #expect(try s.readObject(0x5FC10A) == value)
+    #expect(lines.contains { $0.hasPrefix("> 00 C0") })
+  }
+
   /// After a session that verified the PIN is closed, no other program may use the verified state.
   @Test func closingAVerifiedSessionResetsTheCard() throws {
     let card = try VirtualCard(arguments: ["--firmware", "5.2.7"])  // no VERIFY P1=FF: state is visible

@@ -109,3 +109,27 @@ import Testing
       ManagementKeyCipher.crypt([UInt8](repeating: 0, count: 8), key: [0], algorithm: .tripleDES, encrypt: true) == nil)
   }
 }
+
+@Suite struct ATRTests {
+  let yubiKey5 = [UInt8](hex: "3B FD 13 00 00 81 31 FE 15 80 73 C0 21 C0 57 59 75 62 69 4B 65 79 40")!
+
+  @Test func historicalBytesOfYubiKey5() {
+    #expect(ATR(yubiKey5).historicalBytes == [UInt8](hex: "80 73 C0 21 C0 57 59 75 62 69 4B 65 79"))
+  }
+
+  @Test func extendedLengthFromCardCapabilities() {
+    #expect(ATR(yubiKey5).supportsExtendedLength)
+    // Same ATR with the extended-length bit (0x40) cleared in the third capabilities byte (TCK not checked).
+    var noExt = yubiKey5
+    noExt[13] = 0x80
+    #expect(!ATR(noExt).supportsExtendedLength)
+    // No card-capabilities object at all (a plain T=1 ATR with one historical byte).
+    #expect(!ATR([0x3B, 0x81, 0x80, 0x01, 0x80, 0x80]).supportsExtendedLength)
+  }
+
+  @Test func malformedATRs() {
+    #expect(ATR([]).historicalBytes == nil)
+    #expect(ATR([0x3B, 0xFD, 0x13]).historicalBytes == nil)  // interface bytes cut off
+    #expect(!ATR([0x3B, 0x0F, 0x80]).supportsExtendedLength)  // fewer historical bytes than T0 says
+  }
+}

@@ -20,6 +20,8 @@ public final class PIVSession {
   /// (to decide the quirks) in its own transaction, so discovery costs one SELECT, not two.
   public init(transport: SmartCardTransport, trace: TraceSink? = nil) {
     card = SmartCardProtocol(transport: transport, trace: trace)
+    // Extended APDUs only where the card says so in its ATR; otherwise command chaining.
+    card.useExtendedLength = ATR(transport.atr).supportsExtendedLength
   }
 
   /// Opens a session and checks that the card has a PIV application (throws `.notPIV` otherwise).
@@ -59,17 +61,23 @@ public final class PIVSession {
     }
   }
 
-  /// One logical command. After a card reset by someone else (`SCARD_W_RESET_CARD`) it reconnects,
-  /// SELECTs again and retries once.
+  /// One logical command. After a card reset by someone else (`SCARD_W_RESET_CARD`) or a removal that
+  /// was quickly undone, it reconnects once, SELECTs again and retries once; a card still gone is reported.
+  /// (A retried VERIFY-dependent command then fails cleanly with 6982: the reset cleared the PIN state.)
   func send(_ apdu: APDU, reselectOnReset: Bool = true) throws(TokenError) -> APDUResponse {
     do {
       return try card.send(apdu)
-    } catch .pcsc(let st, _) where st == .resetCard || st == .unpoweredCard {
-      do { try card.transport.reconnect() } catch { throw .smartCard(error) }
+    } catch {
+      switch error {
+      case .pcsc(let st, _) where st == .resetCard || st == .unpoweredCard: break
+      case .cardRemoved: break
+      default: throw .smartCard(error)
+      }
+      do { try card.transport.reconnect() } catch {
+        throw .smartCard(error == .pcsc(.noSmartcard, call: "SCardReconnect") ? .cardRemoved(reader: reader) : error)
+      }
       if reselectOnReset { try select() }
       do { return try card.send(apdu) } catch { throw .smartCard(error) }
-    } catch {
-      throw .smartCard(error)
     }
   }
 
