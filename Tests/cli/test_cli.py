@@ -17,6 +17,23 @@ def spawn(*args):
     return child
 
 
+def answer(child, first_prompt, first, new, repeat=None):
+    """Answers one round of a change dialog: the current PIN/PUK, the new one and its repetition."""
+    child.expect(first_prompt)
+    child.sendline(first)
+    child.expect("New PIN: ")
+    child.sendline(new)
+    child.expect("Repeat new PIN: ")
+    child.sendline(new if repeat is None else repeat)
+
+
+def finish(child, text):
+    child.expect(text)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus
+
+
 def test_tokens_lists_the_card(card):
     r = tb("tokens")
     assert r.returncode == 0, r.stderr
@@ -34,23 +51,10 @@ def test_new_user_story(card):
     three wrong PINs block it (distinct exit code); pin unblock with the PUK restores it."""
     child = spawn("pin", "change")
     child.expect(re.escape("PIN 3 tries left (of 3)"))
-    child.expect("Current PIN: ")
-    child.sendline("654321")
-    child.expect("New PIN: ")
-    child.sendline("24681357")
-    child.expect("Repeat new PIN: ")
-    child.sendline("24681357")
+    answer(child, "Current PIN: ", "654321", "24681357")
     child.expect("Wrong PIN; 2 tries left.")
-    child.expect("Current PIN: ")
-    child.sendline("123456")
-    child.expect("New PIN: ")
-    child.sendline("24681357")
-    child.expect("Repeat new PIN: ")
-    child.sendline("24681357")
-    child.expect("PIN changed.")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    answer(child, "Current PIN: ", "123456", "24681357")
+    assert finish(child, "PIN changed.") == 0
     assert piv_tool("-a", "verify-pin", "-P", "24681357").returncode == 0
 
     assert tb("pin", "change", pins=["000000", "111111"]).returncode == 6
@@ -67,35 +71,21 @@ def test_new_user_story(card):
     assert tb("pin", "change", pins=["24681357", "111111"]).returncode == 7  # nothing sent once blocked
 
     child = spawn("pin", "unblock")
-    child.expect("PUK: ")
-    child.sendline("12345678")
-    child.expect("New PIN: ")
-    child.sendline("13572468")
-    child.expect("Repeat new PIN: ")
-    child.sendline("13572468")
-    child.expect("PIN unblocked and set.")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    answer(child, "PUK: ", "12345678", "13572468")
+    assert finish(child, "PIN unblocked and set.") == 0
     assert piv_tool("-a", "verify-pin", "-P", "13572468").returncode == 0
     assert pin_tries() == 3
 
 
 def test_new_pin_typed_differently_twice_is_asked_again(card):
     child = spawn("pin", "change")
-    child.expect("Current PIN: ")
-    child.sendline("123456")
-    child.expect("New PIN: ")
-    child.sendline("111111")
-    child.expect("Repeat new PIN: ")
-    child.sendline("111112")
+    answer(child, "Current PIN: ", "123456", "111111", repeat="111112")
     child.expect("differ")
     child.expect("New PIN: ")
     child.sendline("111111")
     child.expect("Repeat new PIN: ")
     child.sendline("111111")
-    child.expect("PIN changed.")
-    child.expect(pexpect.EOF)
+    assert finish(child, "PIN changed.") == 0
     assert piv_tool("-a", "verify-pin", "-P", "111111").returncode == 0
 
 
@@ -175,15 +165,8 @@ def test_card_removed_at_the_prompt(card):
     child = spawn("pin", "change")
     child.expect("Current PIN: ")
     card.remove()
-    child.sendline("123456")
-    child.expect("New PIN: ")
-    child.sendline("111111")
-    child.expect("Repeat new PIN: ")
-    child.sendline("111111")
-    child.expect("removed")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 10
+    answer(child, "", "123456", "111111")
+    assert finish(child, "removed") == 10
 
 
 def test_wrong_management_key_changes_nothing(card):
