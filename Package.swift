@@ -42,7 +42,8 @@ let package = Package(
       name: "virtual-token",
       dependencies: ["VirtualTokens", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
-    .testTarget(name: "UAFCoreTests", dependencies: ["UAFCore"]),
+    .testTarget(
+      name: "UAFCoreTests", dependencies: ["UAFCore", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),
     .testTarget(
       name: "VirtualTokensTests",

@@ -1,0 +1,197 @@
+import Foundation
+
+/// UAF protocol version (UAF Protocol §3.1.1).
+public struct Version: Codable, Equatable, Sendable {
+  public var major: Int
+  public var minor: Int
+  public init(major: Int, minor: Int) {
+    self.major = major
+    self.minor = minor
+  }
+  public static let v1_0 = Version(major: 1, minor: 0)
+  public static let v1_1 = Version(major: 1, minor: 1)
+  public static let supported = [v1_1, v1_0]
+}
+
+public enum Operation: String, Codable, Sendable {
+  case reg = "Reg"
+  case auth = "Auth"
+  case dereg = "Dereg"
+}
+
+public struct Extension: Codable, Equatable, Sendable {
+  public var id: String
+  public var data: String
+  public var fail_if_unknown: Bool
+}
+
+/// OperationHeader (UAF Protocol §3.1.3). `serverData` is echoed back unchanged.
+public struct OperationHeader: Codable, Equatable, Sendable {
+  public var upv: Version
+  public var op: Operation
+  public var appID: String?
+  public var serverData: String?
+  public var exts: [Extension]?
+
+  public init(upv: Version, op: Operation, appID: String?, serverData: String?, exts: [Extension]? = nil) {
+    self.upv = upv
+    self.op = op
+    self.appID = appID
+    self.serverData = serverData
+    self.exts = exts
+  }
+}
+
+/// MatchCriteria (UAF Protocol §3.2.1).
+public struct MatchCriteria: Codable, Equatable, Sendable {
+  public var aaid: [String]?
+  public var vendorID: [String]?
+  public var keyIDs: [String]?
+  public var userVerification: UInt32?
+  public var keyProtection: UInt16?
+  public var matcherProtection: UInt16?
+  public var attachmentHint: UInt32?
+  public var tcDisplay: UInt16?
+  public var authenticationAlgorithms: [UInt16]?
+  public var assertionSchemes: [String]?
+  public var attestationTypes: [UInt16]?
+  public var authenticatorVersion: UInt16?
+  public var exts: [Extension]?
+
+  public init(aaid: [String]? = nil, keyIDs: [String]? = nil, userVerification: UInt32? = nil) {
+    self.aaid = aaid
+    self.keyIDs = keyIDs
+    self.userVerification = userVerification
+  }
+}
+
+/// Policy (UAF Protocol §3.3): `accepted` is an OR of AND-groups; `disallowed` excludes.
+public struct Policy: Codable, Equatable, Sendable {
+  public var accepted: [[MatchCriteria]]
+  public var disallowed: [MatchCriteria]?
+  public init(accepted: [[MatchCriteria]], disallowed: [MatchCriteria]? = nil) {
+    self.accepted = accepted
+    self.disallowed = disallowed
+  }
+}
+
+public struct Transaction: Codable, Equatable, Sendable {
+  public var contentType: String
+  public var content: String
+  public var tcDisplayPNGCharacteristics: [DisplayPNGCharacteristics]?
+  public init(contentType: String, content: String) {
+    self.contentType = contentType
+    self.content = content
+  }
+}
+
+public struct DisplayPNGCharacteristics: Codable, Equatable, Sendable {
+  public var width: UInt32
+  public var height: UInt32
+  public var bitDepth: UInt8
+  public var colorType: UInt8
+  public var compression: UInt8
+  public var filter: UInt8
+  public var interlace: UInt8
+}
+
+public struct RegistrationRequest: Codable, Equatable, Sendable {
+  public var header: OperationHeader
+  public var challenge: String
+  public var username: String
+  public var policy: Policy
+}
+
+public struct AuthenticationRequest: Codable, Equatable, Sendable {
+  public var header: OperationHeader
+  public var challenge: String
+  public var transaction: [Transaction]?
+  public var policy: Policy
+}
+
+public struct DeregisterAuthenticator: Codable, Equatable, Sendable {
+  public var aaid: String
+  public var keyID: String
+  public init(aaid: String, keyID: String) {
+    self.aaid = aaid
+    self.keyID = keyID
+  }
+}
+
+public struct DeregistrationRequest: Codable, Equatable, Sendable {
+  public var header: OperationHeader
+  public var authenticators: [DeregisterAuthenticator]
+}
+
+/// One request of a UAF protocol message (a JSON array of these).
+public enum UAFRequest: Equatable, Sendable {
+  case registration(RegistrationRequest)
+  case authentication(AuthenticationRequest)
+  case deregistration(DeregistrationRequest)
+
+  public var header: OperationHeader {
+    switch self {
+    case .registration(let r): r.header
+    case .authentication(let r): r.header
+    case .deregistration(let r): r.header
+    }
+  }
+}
+
+public struct ChannelBinding: Codable, Equatable, Sendable {
+  public var serverEndPoint: String?
+  public var tlsServerCertificate: String?
+  public var tlsUnique: String?
+  public var cid_pubkey: String?
+  public init() {}
+}
+
+/// FinalChallengeParams (UAF Protocol §3.4.1); `fcParams` is its JSON, base64url.
+public struct FinalChallengeParams: Codable, Equatable, Sendable {
+  public var appID: String
+  public var challenge: String
+  public var facetID: String
+  public var channelBinding: ChannelBinding
+
+  public init(appID: String, challenge: String, facetID: String, channelBinding: ChannelBinding = ChannelBinding()) {
+    self.appID = appID
+    self.challenge = challenge
+    self.facetID = facetID
+    self.channelBinding = channelBinding
+  }
+
+  /// base64url(UTF-8 JSON). FINAL_CHALLENGE_HASH is SHA-256 over this string's ASCII bytes.
+  public func encoded() -> String {
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return Base64URL.encode(Array((try? enc.encode(self)) ?? Data()))
+  }
+
+  public static func decode(_ fcParams: String) -> FinalChallengeParams? {
+    guard let bytes = Base64URL.decode(fcParams) else { return nil }
+    return try? JSONDecoder().decode(FinalChallengeParams.self, from: Data(bytes))
+  }
+}
+
+public struct AuthenticatorAssertion: Codable, Equatable, Sendable {
+  public var assertionScheme: String
+  public var assertion: String
+  public var tcDisplayPNGCharacteristics: [DisplayPNGCharacteristics]?
+  public var exts: [Extension]?
+  public init(assertionScheme: String = "UAFV1TLV", assertion: String) {
+    self.assertionScheme = assertionScheme
+    self.assertion = assertion
+  }
+}
+
+/// RegistrationResponse / AuthenticationResponse (UAF Protocol §3.4.6, §3.5.6): same shape.
+public struct UAFResponse: Codable, Equatable, Sendable {
+  public var header: OperationHeader
+  public var fcParams: String
+  public var assertions: [AuthenticatorAssertion]
+  public init(header: OperationHeader, fcParams: String, assertions: [AuthenticatorAssertion]) {
+    self.header = header
+    self.fcParams = fcParams
+    self.assertions = assertions
+  }
+}

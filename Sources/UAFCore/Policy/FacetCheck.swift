@@ -1,0 +1,102 @@
+import Foundation
+
+/// TrustedFacets list (UAF AppID and Facet Specification §3.1.2).
+public struct TrustedFacetsList: Codable, Equatable, Sendable {
+  public struct Entry: Codable, Equatable, Sendable {
+    public var version: Version
+    public var ids: [String]
+    public init(version: Version, ids: [String]) {
+      self.version = version
+      self.ids = ids
+    }
+  }
+  public var trustedFacets: [Entry]
+  public init(trustedFacets: [Entry]) { self.trustedFacets = trustedFacets }
+}
+
+public enum FacetCheckError: Error, Equatable, Sendable {
+  /// Our facet is not in the appID's list (UNTRUSTED_FACET_ID).
+  case untrustedFacet(facetID: String, appID: String)
+  /// The appID is neither empty, our own facet, nor an https URL.
+  case invalidAppID(String)
+  /// The trusted-facets list could not be fetched or read.
+  case facetListUnavailable(String)
+}
+
+/// The client side of the AppID and facet check (UAF AppID and Facet Specification §3.1.3).
+/// Fetching is injected (the caller does HTTPS and the redirect rule); this is the decision.
+public enum FacetCheck {
+  /// Returns the appID to put into FinalChallengeParams.
+  public static func check(
+    appID: String?, facetID: String, upv: Version, fetch: (URL) throws -> TrustedFacetsList
+  ) throws(FacetCheckError) -> String {
+    guard let appID, !appID.isEmpty else { return facetID }  // empty appID: our facet
+    if appID == facetID { return appID }
+    guard let url = URL(string: appID), url.scheme == "https", let appHost = url.host else {
+      throw .invalidAppID(appID)
+    }
+    let list: TrustedFacetsList
+    do { list = try fetch(url) } catch { throw .facetListUnavailable("\(error)") }
+    guard let entry = list.trustedFacets.first(where: { $0.version == upv }) else {
+      throw .untrustedFacet(facetID: facetID, appID: appID)
+    }
+    let ids = entry.ids.filter { id in
+      guard id.hasPrefix("https://") else { return true }
+      guard let host = URL(string: id)?.host else { return false }
+      return registrableDomain(host) == registrableDomain(appHost)
+    }
+    guard ids.contains(facetID) else { throw .untrustedFacet(facetID: facetID, appID: appID) }
+    return appID
+  }
+
+  /// The last two labels of a host (an IP address or "localhost" stays whole). Without the Public Suffix
+  /// List this is stricter than eTLD+1 for hosts like x.co.uk (see HardwareNotes.md/README).
+  static func registrableDomain(_ host: String) -> String {
+    let labels = host.lowercased().split(separator: ".")
+    if labels.count <= 2 || labels.allSatisfy({ Int($0) != nil }) { return host.lowercased() }
+    return labels.suffix(2).joined(separator: ".")
+  }
+}
+
+/// Transaction content (UAF Protocol §3.5.3): what is shown, and the bytes TRANSACTION_CONTENT_HASH covers.
+public enum TransactionContent {
+  public enum Problem: Error, Equatable, Sendable {
+    case notBase64URL
+    case unsupportedType(String)
+    case notUTF8
+  }
+
+  /// The text/plain transaction to show, with its decoded bytes (hash these). image/png is refused: this
+  /// client cannot show images.
+  public static func text(_ t: Transaction) throws(Problem) -> (text: String, bytes: [UInt8]) {
+    guard t.contentType.lowercased().hasPrefix("text/plain") else { throw .unsupportedType(t.contentType) }
+    guard let bytes = Base64URL.decode(t.content) else { throw .notBase64URL }
+    guard let s = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
+    return (s, bytes)
+  }
+
+  /// Removes terminal control sequences (ESC/CSI/OSC, C0 and C1 controls but newline and tab) from server text.
+  public static func sanitized(_ s: String) -> String {
+    var out = ""
+    var it = s.unicodeScalars.makeIterator()
+    while let c = it.next() {
+      switch c.value {
+      case 0x1B:  // ESC: drop it and the sequence it starts
+        guard let n = it.next() else { break }
+        if n == "[" {  // CSI: parameters until a final byte 0x40-0x7E
+          while let x = it.next(), !(0x40...0x7E).contains(x.value) {}
+        } else if n == "]" || n == "P" || n == "_" || n == "^" {  // OSC/DCS/APC/PM: until BEL or ST
+          var prev: Unicode.Scalar?
+          while let x = it.next() {
+            if x.value == 0x07 || (prev?.value == 0x1B && x == "\\") { break }
+            prev = x
+          }
+        }
+      case 0x0A, 0x09: out.unicodeScalars.append(c)
+      case 0x00..<0x20, 0x7F, 0x80..<0xA0: continue
+      default: out.unicodeScalars.append(c)
+      }
+    }
+    return out
+  }
+}

@@ -1,0 +1,97 @@
+/// Policy matching (UAF Protocol §3.3.1): which authenticators a request allows, and why the others not.
+public enum PolicyMatcher {
+  /// Reasons `criteria` does not match `authenticator`; empty when it matches. Every field present in the
+  /// criteria must match (UAF Protocol §3.2.1).
+  public static func mismatches(_ c: MatchCriteria, _ a: AuthenticatorDescription) -> [String] {
+    var why: [String] = []
+    if let aaids = c.aaid, !aaids.contains(where: { $0.caseInsensitiveCompare(a.aaid) == .orderedSame }) {
+      why.append("AAID \(a.aaid) is not among \(aaids.joined(separator: ", "))")
+    }
+    if let vendors = c.vendorID,
+      !vendors.contains(where: { $0.caseInsensitiveCompare(String(a.aaid.prefix(4))) == .orderedSame })
+    {
+      why.append("vendor \(a.aaid.prefix(4)) is not among \(vendors.joined(separator: ", "))")
+    }
+    if let keyIDs = c.keyIDs, !keyIDs.contains(where: a.keyIDs.contains) {
+      why.append("none of the requested keys is registered with it")
+    }
+    if let uv = c.userVerification, !userVerificationMatches(uv, a.userVerification) {
+      why.append(
+        "user verification 0x\(String(uv, radix: 16)) is required, it offers 0x\(String(a.userVerification, radix: 16))"
+      )
+    }
+    if let kp = c.keyProtection, kp & a.keyProtection == 0 {
+      why.append("key protection 0x\(String(kp, radix: 16)) is required")
+    }
+    if let mp = c.matcherProtection, mp & a.matcherProtection == 0 {
+      why.append("matcher protection 0x\(String(mp, radix: 16)) is required")
+    }
+    if let ah = c.attachmentHint, ah & a.attachmentHint == 0 {
+      why.append("attachment 0x\(String(ah, radix: 16)) is required")
+    }
+    if let tc = c.tcDisplay, tc != 0, tc & a.tcDisplay == 0 {
+      why.append("a transaction-confirmation display (0x\(String(tc, radix: 16))) is required")
+    }
+    if let algs = c.authenticationAlgorithms, !algs.contains(a.authenticationAlgorithm) {
+      why.append("algorithm 0x\(String(a.authenticationAlgorithm, radix: 16)) is not accepted")
+    }
+    if let schemes = c.assertionSchemes, !schemes.contains(a.assertionScheme) {
+      why.append("assertion scheme \(a.assertionScheme) is not accepted")
+    }
+    if let types = c.attestationTypes, !types.contains(where: a.attestationTypes.contains) {
+      why.append("none of its attestation types is accepted")
+    }
+    if let v = c.authenticatorVersion, v > a.authenticatorVersion {
+      why.append("version \(v) or later is required")
+    }
+    if let exts = c.exts, exts.contains(where: \.fail_if_unknown) {
+      why.append("an extension it does not know is required")
+    }
+    return why
+  }
+
+  /// User verification: a plain method set matches if any method is shared; with USER_VERIFY_ALL every
+  /// requested method must be offered (UAF Protocol §3.2.1, userVerification).
+  static func userVerificationMatches(_ wanted: UInt32, _ offered: UInt32) -> Bool {
+    if wanted & UAFConstant.userVerifyAll != 0 {
+      let methods = wanted & ~UAFConstant.userVerifyAll
+      return offered & methods == methods
+    }
+    return wanted & offered != 0
+  }
+
+  /// The authenticators a policy accepts (in order), and for the others the reasons. An AND-group of more
+  /// than one criterion needs several authenticators used together, which this client does not do: such a
+  /// group is reported, never half-satisfied.
+  public static func match(_ policy: Policy, _ authenticators: [AuthenticatorDescription]) -> (
+    accepted: [AuthenticatorDescription], reasons: [String: [String]]
+  ) {
+    var accepted: [AuthenticatorDescription] = []
+    var reasons: [String: [String]] = [:]
+    for a in authenticators {
+      if let bad = policy.disallowed?.first(where: { mismatches($0, a).isEmpty }) {
+        reasons[a.aaid, default: []].append(
+          "the policy disallows it (\(bad.aaid?.joined(separator: ",") ?? "criteria"))")
+        continue
+      }
+      var ok = false
+      for group in policy.accepted {
+        if group.count != 1 {
+          reasons[a.aaid, default: []].append("a combination of \(group.count) authenticators is asked for")
+          continue
+        }
+        let why = mismatches(group[0], a)
+        if why.isEmpty {
+          ok = true
+          break
+        }
+        reasons[a.aaid, default: []] += why
+      }
+      if ok {
+        accepted.append(a)
+        reasons[a.aaid] = nil
+      }
+    }
+    return (accepted, reasons)
+  }
+}
