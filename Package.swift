@@ -14,6 +14,7 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
   ],
   targets: [
     // System-library shims (found with pkg-config; headers from Debian's -dev packages, see Tools/setup).
@@ -29,7 +30,10 @@ let package = Package(
     // Client library: operations and interaction protocols.
     .target(
       name: "TokenBridge",
-      dependencies: ["UAFCore", "TokenDevices", .product(name: "Crypto", package: "swift-crypto")]),
+      dependencies: [
+        "UAFCore", "TokenDevices", .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "GRDB", package: "GRDB.swift"),
+      ]),
     .executableTarget(
       name: "tokenbridge",
       dependencies: ["TokenBridge", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

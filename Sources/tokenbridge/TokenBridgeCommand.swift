@@ -9,7 +9,11 @@ struct TokenBridgeCommand: ParsableCommand {
     commandName: "tokenbridge",
     abstract: "Hardware tokens (PIV smart cards) as authenticators: list them, manage PINs and keys.",
     discussion: "PINs are never taken as arguments: they are asked on the terminal, or read from --pin-fd.",
-    subcommands: [Tokens.self, Pin.self, Puk.self, Key.self, ExitCodes.self])
+    version: TokenBridgeVersion.string,
+    subcommands: [
+      Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
+      Authenticators.self, Local.self, Info.self, UAF.self, ExitCodes.self,
+    ])
 }
 
 /// Options every token command shares.

@@ -19,6 +19,26 @@ public enum OperationError: Error, Sendable {
   case slotOccupied(PIVSlot)
   /// The device layer failed.
   case token(TokenError)
+  /// Local data could not be read or written.
+  case localData(LocalDataError)
+  /// Every slot this client may use on the token is taken.
+  case noFreeSlot(String)
+  /// Configuration is missing or wrong.
+  case configuration(ConfigurationError)
+  /// The server refused or failed.
+  case backend(BackendError)
+  /// The UAF message could not be used.
+  case message(UAFMessageError)
+  /// The appID's trusted facets do not include us (UNTRUSTED_FACET_ID).
+  case facet(FacetCheckError)
+  /// No authenticator here fits the server's policy; per authenticator (or token), why not.
+  case noSuitableAuthenticator([String: [String]])
+  /// The transaction cannot be shown (e.g. an image).
+  case transaction(TransactionContent.Problem)
+  /// Several accounts fit and nobody to choose one.
+  case ambiguousAccount([AuthenticatorRecord])
+  /// No local registration for that account/server.
+  case notRegistered(String)
   /// The interaction gave up with an error of its own (e.g. no more lines on --pin-fd); kept as thrown.
   case interaction(any Error)
 }

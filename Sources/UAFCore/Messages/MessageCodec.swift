@@ -38,7 +38,7 @@ public enum UAFMessageCodec {
       guard let obj = element as? [String: Any], let header = obj["header"] as? [String: Any],
         let opString = header["op"] as? String
       else { throw .malformed("request \(i) has no header.op") }
-      guard let op = Operation(rawValue: opString) else { throw .malformed("request \(i): unknown op \(opString)") }
+      guard let op = UAFOperation(rawValue: opString) else { throw .malformed("request \(i): unknown op \(opString)") }
       guard let elementData = try? JSONSerialization.data(withJSONObject: element) else {
         throw .malformed("request \(i)")
       }

@@ -13,7 +13,7 @@ public struct Version: Codable, Equatable, Sendable {
   public static let supported = [v1_1, v1_0]
 }
 
-public enum Operation: String, Codable, Sendable {
+public enum UAFOperation: String, Codable, Sendable {
   case reg = "Reg"
   case auth = "Auth"
   case dereg = "Dereg"
@@ -28,12 +28,12 @@ public struct Extension: Codable, Equatable, Sendable {
 /// OperationHeader (UAF Protocol §3.1.3). `serverData` is echoed back unchanged.
 public struct OperationHeader: Codable, Equatable, Sendable {
   public var upv: Version
-  public var op: Operation
+  public var op: UAFOperation
   public var appID: String?
   public var serverData: String?
   public var exts: [Extension]?
 
-  public init(upv: Version, op: Operation, appID: String?, serverData: String?, exts: [Extension]? = nil) {
+  public init(upv: Version, op: UAFOperation, appID: String?, serverData: String?, exts: [Extension]? = nil) {
     self.upv = upv
     self.op = op
     self.appID = appID

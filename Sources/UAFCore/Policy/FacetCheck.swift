@@ -27,12 +27,17 @@ public enum FacetCheckError: Error, Equatable, Sendable {
 /// Fetching is injected (the caller does HTTPS and the redirect rule); this is the decision.
 public enum FacetCheck {
   /// Returns the appID to put into FinalChallengeParams.
+  /// `allowLoopbackHTTP`: accept an `http://` appID on a loopback host (127.0.0.0/8, ::1, localhost), for
+  /// a relying party on this machine (tests, demo). The spec wants https; anything else is still refused.
   public static func check(
-    appID: String?, facetID: String, upv: Version, fetch: (URL) throws -> TrustedFacetsList
+    appID: String?, facetID: String, upv: Version, allowLoopbackHTTP: Bool = false,
+    fetch: (URL) throws -> TrustedFacetsList
   ) throws(FacetCheckError) -> String {
     guard let appID, !appID.isEmpty else { return facetID }  // empty appID: our facet
     if appID == facetID { return appID }
-    guard let url = URL(string: appID), url.scheme == "https", let appHost = url.host else {
+    guard let url = URL(string: appID), let appHost = url.host,
+      url.scheme == "https" || (allowLoopbackHTTP && url.scheme == "http" && isLoopback(appHost))
+    else {
       throw .invalidAppID(appID)
     }
     let list: TrustedFacetsList
@@ -41,12 +46,16 @@ public enum FacetCheck {
       throw .untrustedFacet(facetID: facetID, appID: appID)
     }
     let ids = entry.ids.filter { id in
-      guard id.hasPrefix("https://") else { return true }
+      guard id.hasPrefix("https://") || id.hasPrefix("http://") else { return true }
       guard let host = URL(string: id)?.host else { return false }
       return registrableDomain(host) == registrableDomain(appHost)
     }
     guard ids.contains(facetID) else { throw .untrustedFacet(facetID: facetID, appID: appID) }
     return appID
+  }
+
+  static func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host.hasPrefix("127.")
   }
 
   /// The last two labels of a host (an IP address or "localhost" stays whole). Without the Public Suffix

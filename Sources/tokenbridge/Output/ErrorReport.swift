@@ -47,6 +47,51 @@ enum ErrorReport {
       return ("Slot \(slot) already holds a key; nothing was changed. Use --force to overwrite it.", .slotOccupied)
     case .token(let t): return token(t)
     case .interaction(let e): return describe(e)
+    case .localData(let e):
+      switch e {
+      case .unavailable(let path, let reason): return ("Local data \(path) cannot be used: \(reason)", .localData)
+      case .notFound(let k): return ("No local registration with KeyID \(k).", .unknownKey)
+      }
+    case .noFreeSlot(let t):
+      return ("Every PIV slot TokenBridge may use on \(t) is taken (see pivSlots in the configuration).", .failure)
+    case .configuration(let c): return configuration(c)
+    case .backend(let b): return backend(b)
+    case .message(let m):
+      switch m {
+      case .malformed(let d): return ("The UAF message is malformed: \(d).", .badMessage)
+      case .unsupportedVersion(let v):
+        return (
+          "No request in a UAF version this client speaks (1.0, 1.1); got \(v.map { "\($0.major).\($0.minor)" }.joined(separator: ", ")).",
+          .badMessage
+        )
+      case .tooLarge(let n): return ("The UAF message is too large (\(n) bytes).", .badMessage)
+      }
+    case .facet(let f):
+      switch f {
+      case .untrustedFacet(let facet, let app):
+        return (
+          "The server's appID \(app) does not trust this client's facet ID \(facet); nothing was signed.",
+          .untrustedFacet
+        )
+      case .invalidAppID(let a): return ("The appID \(a) is not an https URL; nothing was signed.", .untrustedFacet)
+      case .facetListUnavailable(let why): return ("The trusted-facets list could not be read: \(why)", .untrustedFacet)
+      }
+    case .noSuitableAuthenticator(let why):
+      var lines = ["No token here fits the server's policy."]
+      for (k, reasons) in why.sorted(by: { $0.key < $1.key }) {
+        lines.append("  \(k): " + Array(Set(reasons)).sorted().joined(separator: "; "))
+      }
+      return (lines.joined(separator: "\n"), .noSuitableAuthenticator)
+    case .transaction(let p):
+      switch p {
+      case .unsupportedType(let t):
+        return ("The transaction to confirm is \(t), which this client cannot show; nothing was signed.", .badMessage)
+      case .notBase64URL, .notUTF8: return ("The transaction text is malformed; nothing was signed.", .badMessage)
+      }
+    case .notRegistered(let what): return ("No registration for \(what).", .unknownKey)
+    case .ambiguousAccount(let recs):
+      let list = recs.map { "  \($0.username) (\($0.tokenID))" }.joined(separator: "\n")
+      return ("Several accounts can sign in; name one with --username:\n\(list)", .noToken)
     }
   }
 
@@ -67,6 +112,34 @@ enum ErrorReport {
     case .unexpectedStatus(let sw, let op): return ("The token answered \(op) with status \(sw).", .failure)
     case .malformedResponse(let op): return ("The token's answer to \(op) could not be read.", .failure)
     case .unsupported(let what): return ("This token does not support \(what).", .unsupportedToken)
+    }
+  }
+
+  static func configuration(_ c: ConfigurationError) -> (String, ExitStatus) {
+    switch c {
+    case .noServer: return ("No server: pass --server URL or set \"server\" in the configuration file.", .configuration)
+    case .insecureServer(let s):
+      return ("\(s): only https:// servers (http:// only on this machine's loopback).", .configuration)
+    case .invalidServer(let s): return ("\(s) is not a server URL.", .configuration)
+    case .unreadable(let path, let reason):
+      return ("The configuration \(path) cannot be read: \(reason)", .configuration)
+    }
+  }
+
+  static func backend(_ b: BackendError) -> (String, ExitStatus) {
+    switch b {
+    case .uafStatus(1481, _):
+      return ("The server does not know this key any more (1481): \(UAFStatus.meaning(1481)).", .unknownKey)
+    case .uafStatus(let code, let d):
+      return (
+        "The server refused: \(code) \(UAFStatus.meaning(code))\(d.map { " (\(TransactionContent.sanitized($0)))" } ?? "").",
+        .serverRefused
+      )
+    case .http(let code): return ("The server answered HTTP \(code).", .serverUnreachable)
+    case .timedOut(let url): return ("The server did not answer in time (\(url)).", .serverUnreachable)
+    case .unreachable(let why): return ("The server cannot be reached: \(why)", .serverUnreachable)
+    case .malformedAnswer(let why):
+      return ("The server's answer is not what the protocol says: \(why).", .serverUnreachable)
     }
   }
 

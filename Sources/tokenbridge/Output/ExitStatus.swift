@@ -16,6 +16,14 @@ enum ExitStatus: Int32, CaseIterable {
   case managementKeyRejected = 12
   case slotOccupied = 13
   case timedOut = 14
+  case serverRefused = 20
+  case serverUnreachable = 21
+  case noSuitableAuthenticator = 22
+  case untrustedFacet = 23
+  case badMessage = 24
+  case localData = 25
+  case unknownKey = 26
+  case configuration = 27
   case usage = 64
 
   var code: ExitCode { ExitCode(rawValue) }
@@ -36,6 +44,14 @@ enum ExitStatus: Int32, CaseIterable {
     case .managementKeyRejected: "the management key was not accepted"
     case .slotOccupied: "the key slot already holds a key and overwriting was not confirmed"
     case .timedOut: "no answer within the interaction timeout"
+    case .serverRefused: "the server refused the operation (its UAF status code is in the message)"
+    case .serverUnreachable: "the server could not be reached, timed out, or answered an HTTP error"
+    case .noSuitableAuthenticator: "no token here fits the server's policy (the message says why, per token)"
+    case .untrustedFacet: "the appID's trusted facets do not include this client's facet ID"
+    case .badMessage: "the UAF message is malformed, too large, or of an unsupported version"
+    case .localData: "the local data (SQLite) could not be read or written"
+    case .unknownKey: "the server does not know this key any more (1481), or there is no local registration"
+    case .configuration: "no server configured, or a configuration value is wrong"
     case .usage: "bad arguments"
     }
   }

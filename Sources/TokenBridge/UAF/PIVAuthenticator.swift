@@ -1,0 +1,124 @@
+import Crypto
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// A PIV token as a UAF authenticator: a fresh P-256 key per registration in a slot of ours (retired slots
+/// 82-95 by default), signatures made by the card over SHA-256 of the KRD / SIGNED_DATA after PIN verification.
+/// Key protection HARDWARE|SECURE_ELEMENT, user verification PASSCODE, attachment EXTERNAL|WIRED.
+public final class PIVAuthenticator {
+  public let token: DiscoveredToken
+  public let aaid: String
+  let slots: [PIVSlot]
+  let localData: LocalData
+
+  public init(token: DiscoveredToken, configuration: Configuration, localData: LocalData) {
+    self.token = token
+    self.aaid = configuration.pivAAID
+    self.slots = configuration.pivSlots.compactMap(PIVSlot.init(string:))
+    self.localData = localData
+  }
+
+  public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
+    AuthenticatorDescription(aaid: aaid, description: "\(token.info.name) (\(token.info.id))", keyIDs: keyIDs)
+  }
+
+  /// A slot for a new key: one of ours left abandoned first, else a configured slot that is empty on the
+  /// card. A slot holding a key we did not make is never touched.
+  func freeSlot() throws(OperationError) -> PIVSlot {
+    let owned: [Int: AuthenticatorRecord]
+    do { owned = try localData.ownedSlots(tokenID: token.info.id) } catch { throw .localData(error) }
+    if let s = slots.first(where: { owned[Int($0.rawValue)]?.state == .abandoned }) { return s }
+    for s in slots where owned[Int(s.rawValue)] == nil {
+      do { if try !token.session.slotIsOccupied(s) { return s } } catch { throw .token(error) }
+    }
+    throw .noFreeSlot(token.info.id)
+  }
+
+  func managementKey() throws(TokenError) -> ManagementKeySource {
+    try token.session.hasPINProtectedManagementKey() ? .pinProtected : .defaultKey
+  }
+
+  /// Makes the key and the registration assertion. The record is written as pending first, so an interrupted
+  /// run leaves a slot we know about (repaired at the next start), never an unknown key on the token.
+  public func register(
+    username: String, server: String, appID: String, finalChallengeHash: [UInt8], verifier: PinUserVerifier
+  ) throws(OperationError) -> (assertion: [UInt8], keyID: String) {
+    let slot = try freeSlot()
+    let keyIDBytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
+    let keyID = Base64URL.encode(keyIDBytes)
+    let record = AuthenticatorRecord(
+      keyID: keyID, aaid: aaid, username: username, server: server, appID: appID, tokenID: token.info.id,
+      slot: Int(slot.rawValue), publicKey: Data(), signCounter: 0, state: .pending, createdAt: Date())
+    do { try localData.beginRegistration(record) } catch { throw .localData(error) }
+    let session = token.session
+    let data = localData
+    let aaid = self.aaid
+    do {
+      return try PinVerification(purpose: "register \(username)").run(on: token, verifier: verifier) {
+        (pin) throws(TokenError) -> ([UInt8], String) in
+        let source = try managementKey()
+        try session.authenticateManagementKey(source, pin: pin.bytes)
+        let point = try session.generateKey(slot, algorithm: .eccP256)
+        try? data.setPublicKey(keyID, point)
+        let krd = RegistrationAssertion.keyRegistrationData(
+          aaid: aaid,
+          info: AssertionInfo(authenticationMode: 1, publicKeyAlgAndEncoding: UAFAlgorithm.eccX962Raw),
+          finalChallengeHash: finalChallengeHash, keyID: keyIDBytes, publicKey: point)
+        let signature = try session.sign(slot, digest: Array(SHA256.hash(data: krd)))
+        return (RegistrationAssertion.assemble(krd: krd, signature: signature), keyID)
+      }
+    } catch {
+      try? localData.abandon(keyID)
+      throw error
+    }
+  }
+
+  /// Signs an authentication assertion with the key of `record`.
+  public func authenticate(
+    record: AuthenticatorRecord, finalChallengeHash: [UInt8], transaction: (text: String, bytes: [UInt8])?,
+    verifier: PinUserVerifier
+  ) throws(OperationError) -> [UInt8] {
+    guard let keyIDBytes = Base64URL.decode(record.keyID) else { throw .localData(.notFound(record.keyID)) }
+    let counter: UInt32
+    do { counter = try localData.nextSignCounter(record.keyID) } catch { throw .localData(error) }
+    let nonce = (0..<8).map { _ in UInt8.random(in: 0...255) }
+    let signedData = AuthenticationAssertion.signedData(
+      aaid: aaid, info: AssertionInfo(authenticationMode: transaction == nil ? 1 : 2), nonce: nonce,
+      finalChallengeHash: finalChallengeHash,
+      transactionContentHash: transaction.map { Array(SHA256.hash(data: $0.bytes)) } ?? [], keyID: keyIDBytes,
+      signCounter: counter)
+    let slot = PIVSlot(rawValue: UInt8(record.slot))
+    let session = token.session
+    let signature = try PinVerification(
+      purpose: "sign in as \(record.username)",
+      transactionText: transaction.map { TransactionContent.sanitized($0.text) }
+    ).run(on: token, verifier: verifier) { (_) throws(TokenError) -> [UInt8] in
+      try session.sign(slot, digest: Array(SHA256.hash(data: signedData)))
+    }
+    return AuthenticationAssertion.assemble(signedData: signedData, signature: signature)
+  }
+
+  /// Destroys the key of `record` by generating a throwaway key over it (PIV cannot delete a key) and keeps
+  /// the slot as ours. Needs the management key (and the PIN if it is PIN-protected).
+  public func destroyKey(_ record: AuthenticatorRecord, verifier: PinUserVerifier) throws(OperationError) {
+    let slot = PIVSlot(rawValue: UInt8(record.slot))
+    let session = token.session
+    let source: ManagementKeySource
+    do { source = try managementKey() } catch { throw .token(error) }
+    if case .pinProtected = source {
+      try PinVerification(purpose: "remove the key").run(on: token, verifier: verifier) { (pin) throws(TokenError) in
+        try session.authenticateManagementKey(.pinProtected, pin: pin.bytes)
+        _ = try session.generateKey(slot, algorithm: .eccP256)
+      }
+    } else {
+      do {
+        try session.transact { () throws(TokenError) in
+          try session.authenticateManagementKey(.defaultKey)
+          _ = try session.generateKey(slot, algorithm: .eccP256)
+        }
+      } catch { throw .token(error) }
+    }
+    do { try localData.abandon(record.keyID) } catch { throw .localData(error) }
+  }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// Registration, Authentication and Deregistration against a nevisFIDO-compatible server: the SDK
+/// operations, each one request → local processing → response, with local data kept consistent.
+public struct ServerOperations {
+  public let backend: BackendClient
+  public var client: UAFClient
+
+  public init(
+    configuration: Configuration, server: String, facetID: String?, localData: LocalData, tokens: [DiscoveredToken]
+  ) throws(OperationError) {
+    do { backend = try BackendClient(server: server, timeout: configuration.networkTimeout) } catch {
+      throw .configuration(error)
+    }
+    let b = backend
+    client = UAFClient(
+      configuration: configuration, facetID: facetID ?? configuration.facetID ?? backend.origin,
+      server: backend.origin, localData: localData, tokens: tokens, fetchFacets: { try b.trustedFacets($0) })
+  }
+
+  /// Registers `username`; returns the new KeyID. Written pending before it is sent, confirmed after 1200.
+  public func register(username: String, verifier: PinUserVerifier) throws(OperationError) -> String {
+    let message: String
+    do { message = try backend.requestMessage(.reg, context: ["username": username]) } catch { throw .backend(error) }
+    let result = try client.process(message, verifier: verifier, accountSelector: nil)
+    guard result.op == .reg, let keyID = result.pendingKeyID, let response = result.responseMessage else {
+      throw .message(.malformed("the server sent a \(result.op.rawValue) request for a registration"))
+    }
+    do {
+      try backend.sendResponse(.reg, response)
+    } catch {
+      try? client.localData.abandon(keyID)
+      throw .backend(error)
+    }
+    do { try client.localData.confirmRegistration(keyID) } catch { throw .localData(error) }
+    return keyID
+  }
+
+  /// Authenticates (`username` nil: username-less, the user picks an account). `transactionText` asks the
+  /// server for a transaction confirmation (context field `transaction`, as the UAF conformance adapter).
+  public func authenticate(
+    username: String?, transactionText: String? = nil, verifier: PinUserVerifier, accountSelector: AccountSelector?
+  ) throws(OperationError) -> String {
+    var context: [String: String] = [:]
+    if let username { context["username"] = username }
+    if let transactionText { context["transaction"] = transactionText }
+    let message: String
+    do { message = try backend.requestMessage(.auth, context: context) } catch { throw .backend(error) }
+    let result = try client.process(message, verifier: verifier, accountSelector: accountSelector)
+    guard result.op == .auth, let response = result.responseMessage else {
+      throw .message(.malformed("the server sent a \(result.op.rawValue) request for an authentication"))
+    }
+    do { try backend.sendResponse(.auth, response) } catch { throw .backend(error) }
+    return result.username ?? ""
+  }
+
+  /// Deregisters `username`'s keys at the server (all, or one KeyID) and destroys them on the token.
+  public func deregister(username: String, keyID: String? = nil, verifier: PinUserVerifier) throws(OperationError)
+    -> [String]
+  {
+    var context = ["username": username]
+    if let keyID { context["keyID"] = keyID }
+    let message: String
+    do { message = try backend.requestMessage(.dereg, context: context) } catch { throw .backend(error) }
+    return try client.process(message, verifier: verifier, accountSelector: nil).removed
+  }
+
+  /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names.
+  public func redeem(token: String, url: URL, verifier: PinUserVerifier, accountSelector: AccountSelector?)
+    throws(OperationError) -> UAFClientResult
+  {
+    let message: String
+    do { message = try backend.redeem(token: token, url: url) } catch { throw .backend(error) }
+    let result = try client.process(message, verifier: verifier, accountSelector: accountSelector)
+    if let response = result.responseMessage {
+      do { try backend.sendResponse(result.op, response) } catch {
+        if let k = result.pendingKeyID { try? client.localData.abandon(k) }
+        throw .backend(error)
+      }
+      if let k = result.pendingKeyID {
+        do { try client.localData.confirmRegistration(k) } catch { throw .localData(error) }
+      }
+    }
+    return result
+  }
+}

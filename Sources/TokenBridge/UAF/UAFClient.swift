@@ -1,0 +1,176 @@
+import Crypto
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// Chooses the account for a username-less authentication (the SDKs' AccountSelector).
+public protocol AccountSelector {
+  func selectAccount(from accounts: [AuthenticatorRecord]) throws -> AuthenticatorRecord
+}
+
+/// What the client answered, and what to do once the server has accepted it.
+public struct UAFClientResult: Sendable {
+  public var op: UAFOperation
+  /// The UAF response message (JSON array); nil for deregistration, which has no response leg.
+  public var responseMessage: String?
+  /// The pending registration's KeyID (confirm after the server accepts, abandon otherwise).
+  public var pendingKeyID: String?
+  public var username: String?
+  /// Deregistered KeyIDs.
+  public var removed: [String] = []
+}
+
+/// The FIDO UAF client: processUAFOperation over the PIV tokens present (UAF Client API §3; Protocol §3.4-3.6).
+public struct UAFClient {
+  public var configuration: Configuration
+  public var facetID: String
+  /// Where registrations are filed locally (the server origin; the appID for `uaf process`).
+  public var server: String
+  public var localData: LocalData
+  public var tokens: [DiscoveredToken]
+  public var fetchFacets: (URL) throws -> TrustedFacetsList
+  public var channelBinding = ChannelBinding()
+
+  public init(
+    configuration: Configuration, facetID: String, server: String, localData: LocalData,
+    tokens: [DiscoveredToken], fetchFacets: @escaping (URL) throws -> TrustedFacetsList
+  ) {
+    self.configuration = configuration
+    self.facetID = facetID
+    self.server = server
+    self.localData = localData
+    self.tokens = tokens
+    self.fetchFacets = fetchFacets
+  }
+
+  func authenticators() -> [PIVAuthenticator] {
+    tokens.map { PIVAuthenticator(token: $0, configuration: configuration, localData: localData) }
+  }
+
+  /// Processes a UAF request message; prompts through the given interactions.
+  public func process(
+    _ message: String, verifier: PinUserVerifier, accountSelector: AccountSelector?
+  ) throws(OperationError) -> UAFClientResult {
+    let requests: [UAFRequest]
+    do { requests = try UAFMessageCodec.decodeRequests(message) } catch { throw .message(error) }
+    let request = requests[0]  // the first one in a version we speak (UAF Protocol §3.1)
+    let appID: String
+    do {
+      appID = try FacetCheck.check(
+        appID: request.header.appID, facetID: facetID, upv: request.header.upv, allowLoopbackHTTP: true,
+        fetch: fetchFacets)
+    } catch { throw .facet(error) }
+    switch request {
+    case .registration(let r): return try register(r, appID: appID, verifier: verifier)
+    case .authentication(let r):
+      return try authenticate(r, appID: appID, verifier: verifier, accountSelector: accountSelector)
+    case .deregistration(let r): return try deregister(r, verifier: verifier)
+    }
+  }
+
+  func finalChallenge(_ appID: String, _ challenge: String) -> (String, [UInt8]) {
+    let fc = FinalChallengeParams(appID: appID, challenge: challenge, facetID: facetID, channelBinding: channelBinding)
+      .encoded()
+    return (fc, Array(SHA256.hash(data: Array(fc.utf8))))
+  }
+
+  func register(_ r: RegistrationRequest, appID: String, verifier: PinUserVerifier) throws(OperationError)
+    -> UAFClientResult
+  {
+    guard !r.username.isEmpty, r.username.utf8.count <= 128 else {
+      throw .message(.malformed("username must be 1-128 bytes"))
+    }
+    let all = authenticators()
+    let match = PolicyMatcher.match(r.policy, all.map { $0.describe() })
+    guard let chosen = all.first(where: { a in match.accepted.contains { $0.aaid == a.aaid } }) else {
+      throw .noSuitableAuthenticator(reasons(match.reasons, all))
+    }
+    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let (assertion, keyID) = try chosen.register(
+      username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)
+    let response = UAFResponse(
+      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
+    return UAFClientResult(
+      op: .reg, responseMessage: UAFMessageCodec.encodeResponses([response]), pendingKeyID: keyID,
+      username: r.username)
+  }
+
+  func authenticate(
+    _ r: AuthenticationRequest, appID: String, verifier: PinUserVerifier, accountSelector: AccountSelector?
+  ) throws(OperationError) -> UAFClientResult {
+    var transaction: (text: String, bytes: [UInt8])?
+    if let t = r.transaction, !t.isEmpty {
+      // Only text/plain can be shown here; pick it, refuse when the server offers images only.
+      guard let plain = t.first(where: { $0.contentType.lowercased().hasPrefix("text/plain") }) else {
+        throw .transaction(.unsupportedType(t[0].contentType))
+      }
+      do { transaction = try TransactionContent.text(plain) } catch { throw .transaction(error) }
+    }
+    let records: [AuthenticatorRecord]
+    do { records = try localData.authenticators(server: server).filter { $0.appID == appID } } catch {
+      throw .localData(error)
+    }
+    // Each (token, registration) pair is a candidate; the policy decides which.
+    var candidates: [(PIVAuthenticator, AuthenticatorRecord)] = []
+    var why: [String: [String]] = [:]
+    for a in authenticators() {
+      let mine = records.filter { $0.tokenID == a.token.info.id && $0.aaid == a.aaid }
+      if mine.isEmpty {
+        why[a.token.info.id, default: []].append("no registration for this server on it")
+        continue
+      }
+      for rec in mine {
+        let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [rec.keyID])])
+        if m.accepted.isEmpty {
+          why[a.token.info.id, default: []] += m.reasons.values.flatMap { $0 }
+        } else {
+          candidates.append((a, rec))
+        }
+      }
+    }
+    let absent = records.filter { rec in !tokens.contains { $0.info.id == rec.tokenID } }
+    for rec in absent { why["\(rec.username) on \(rec.tokenID)", default: []].append("that token is not plugged in") }
+    guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why) }
+    var chosen = candidates[0]
+    if candidates.count > 1 {
+      guard let accountSelector else { throw .ambiguousAccount(candidates.map(\.1)) }
+      let pick: AuthenticatorRecord
+      do { pick = try accountSelector.selectAccount(from: candidates.map(\.1)) } catch { throw mapInteraction(error) }
+      guard let c = candidates.first(where: { $0.1.keyID == pick.keyID }) else { throw .cancelled }
+      chosen = c
+    }
+    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let assertion = try chosen.0.authenticate(
+      record: chosen.1, finalChallengeHash: fch, transaction: transaction, verifier: verifier)
+    let response = UAFResponse(
+      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
+    return UAFClientResult(
+      op: .auth, responseMessage: UAFMessageCodec.encodeResponses([response]), username: chosen.1.username)
+  }
+
+  func deregister(_ r: DeregistrationRequest, verifier: PinUserVerifier) throws(OperationError) -> UAFClientResult {
+    let records: [AuthenticatorRecord]
+    do { records = try localData.authenticators(server: server) } catch { throw .localData(error) }
+    var removed: [String] = []
+    for entry in r.authenticators {
+      let hits = records.filter { rec in
+        (entry.aaid.isEmpty || entry.aaid.caseInsensitiveCompare(rec.aaid) == .orderedSame)
+          && (entry.keyID.isEmpty || entry.keyID == rec.keyID)
+      }
+      for rec in hits where !removed.contains(rec.keyID) {
+        if let a = authenticators().first(where: { $0.token.info.id == rec.tokenID }) {
+          try a.destroyKey(rec, verifier: verifier)
+        } else {
+          // Token absent: forget it locally; the slot stays recorded as ours and is reused later.
+          do { try localData.abandon(rec.keyID) } catch { throw .localData(error) }
+        }
+        removed.append(rec.keyID)
+      }
+    }
+    return UAFClientResult(op: .dereg, responseMessage: nil, removed: removed)
+  }
+
+  func reasons(_ r: [String: [String]], _ all: [PIVAuthenticator]) -> [String: [String]] {
+    all.isEmpty ? ["(none)": ["no PIV token is plugged in"]] : r
+  }
+}
