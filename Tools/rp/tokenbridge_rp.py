@@ -320,14 +320,17 @@ class Handler(BaseHTTPRequestHandler):
         if length > 1 << 20:
             return self.send(413, {"statusCode": 1400})
         raw = self.rfile.read(length)
-        if urlparse(self.path).path == "/_admin/fault":  # tests: next answers are errors or slow
+        if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)
-            self.rp.faults.extend([(f.get("status", 500), f.get("delay", 0))] * f.get("count", 1))
+            self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0))] *
+                                  f.get("count", 1))
             return self.send(200, {}, "application/json")
         if self.rp.faults:
-            status, delay = self.rp.faults.pop(0)
-            time.sleep(delay)
-            return self.send(status, {"statusCode": 1500})
+            fault = self.rp.faults.pop(0)
+            if fault is not None:
+                status, delay = fault
+                time.sleep(delay)
+                return self.send(status, {"statusCode": 1500})
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
