@@ -146,7 +146,7 @@ public final class LocalData: @unchecked Sendable {
     try write { db in
       guard var r = try AuthenticatorRecord.fetchOne(db, key: keyID) else { return }
       try r.delete(db)
-      r.keyID = "slot:\(r.tokenID):\(r.slot)"
+      r.keyID = "slot:\(r.tokenID):\(String(r.slot, radix: 16))"
       r.state = .abandoned
       r.username = ""
       try r.insert(db, onConflict: .replace)
