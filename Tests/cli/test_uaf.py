@@ -299,3 +299,66 @@ def test_info(home):
     r = tb(home, "info", "--json", "--server", "https://fido.example.com")
     info = json.loads(r.stdout)
     assert info["pivAAID"] == "7B1D#0001" and info["facetID"] == "https://fido.example.com"
+
+
+@pytest.mark.parametrize("path,ok", [("facets-moved", False), ("facets-moved-authorized", True)])
+def test_app_id_redirects_need_authorization(card, rp, home, path, ok):
+    server = rp("--app-id-path", f"/nevisfido/uaf/1.1/{path}")  # its appID URL answers with a redirect
+    req = server.request("Reg", username="dave")
+    app_id = json.loads(req["uafRequest"])[0]["header"]["appID"]
+    assert app_id.endswith(path)
+    p = process(home, req["uafRequest"], server.url)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 23 and "trusted-facets list could not be read" in p.stderr
+
+
+def test_several_tokens_register_asks_or_needs_token(cards, rp, home):
+    a, b = cards(0, 5000300), cards(1, 5000301)
+    server = rp()
+    r = tb(home, "register", "--username", "erin", "--server", server.url, pins=["123456"])
+    assert r.returncode == 4 and a.id in r.stderr and b.id in r.stderr
+    r = tb(home, "register", "--username", "erin", "--server", server.url, "--token", b.id, pins=["123456"])
+    assert r.returncode == 0, r.stderr
+    assert json.loads(tb(home, "authenticators", "--json").stdout)[0]["token"] == b.id
+    child = pexpect.spawn(TOKENBRIDGE, ["register", "--username", "frank", "--server", server.url],
+                          env=dict(os.environ, **home), encoding="utf-8", timeout=30)
+    child.expect(r"Which one \[1-2\]\? ")
+    child.sendline("1")
+    child.expect("PIN to register frank: ")
+    child.sendline("123456")
+    child.expect("Registered frank")
+    child.expect(pexpect.EOF)
+    rows = {x["username"]: x["token"] for x in json.loads(tb(home, "authenticators", "--json").stdout)}
+    assert rows == {"erin": b.id, "frank": a.id}
+
+
+def test_kill_9_after_the_key_was_made_before_the_server_answered(card, rp, home):
+    server = rp()
+    server.fault(skip=1, delay=20, status=500)  # the response leg hangs: the key exists, nothing confirmed
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, b"123456\n")
+    os.close(w_fd)
+    proc = subprocess.Popen([TOKENBRIDGE, "register", "--username", "alice", "--server", server.url, "--pin-fd",
+                             str(r_fd)], env=dict(os.environ, **home), pass_fds=(r_fd,), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    os.close(r_fd)
+    db_path = os.path.join(home["XDG_DATA_HOME"], "tokenbridge", "tokenbridge.sqlite")
+
+    def key_made():
+        try:
+            db = sqlite3.connect(db_path)
+            rows = db.execute("SELECT state, length(publicKey) FROM authenticator").fetchall()
+            db.close()
+            return rows == [("pending", 65)]
+        except sqlite3.Error:
+            return False
+
+    wait_until(key_made, "a pending registration with its key")
+    proc.kill()
+    proc.wait()
+    r = tb(home, "authenticators", "--all", "--json")
+    assert "1 interrupted registration(s) cleaned up" in r.stderr
+    assert [(x["slot"], x["state"]) for x in json.loads(r.stdout)] == [("82", "abandoned")]
+    assert server.registrations() == []

@@ -116,7 +116,7 @@ class RP:
 
     @property
     def app_id(self):
-        return self.args.app_id or f"{self.args.base_url}/nevisfido/uaf/1.1/facets"
+        return self.args.app_id or f"{self.args.base_url}{self.args.app_id_path}"
 
     def sql(self, q, *a):
         with self.lock:
@@ -304,6 +304,14 @@ class Handler(BaseHTTPRequestHandler):
         return p in ["/nevisfido" + n for n in names]
 
     def do_GET(self):
+        if self.path_is("/uaf/1.1/facets-moved", "/uaf/1.1/facets-moved-authorized"):  # tests: redirect rule
+            self.send_response(302)
+            self.send_header("Location", self.rp.args.base_url + "/nevisfido/uaf/1.1/facets")
+            if self.path_is("/uaf/1.1/facets-moved-authorized"):
+                self.send_header("FIDO-AppID-Redirect-Authorized", "true")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path_is("/uaf/1.1/facets"):
             ids = self.rp.args.facet
             return self.send(200, {"trustedFacets": [{"version": {"major": 1, "minor": 1}, "ids": ids},
@@ -393,7 +401,8 @@ def main():
     p.add_argument("--db", default=":memory:")
     p.add_argument("--facet", action="append", default=[], help="trusted facet ID (repeatable)")
     p.add_argument("--aaid", action="append", default=[], help="accepted AAID (repeatable)")
-    p.add_argument("--app-id", default=None)
+    p.add_argument("--app-id", default=None, help="appID sent in requests (default: our facets URL)")
+    p.add_argument("--app-id-path", default="/nevisfido/uaf/1.1/facets", help="appID as a path on this server")
     p.add_argument("--challenge-ttl", type=float, default=120.0)
     p.add_argument("--port-file", help="write the chosen port here once listening")
     p.add_argument("--verbose", action="store_true")

@@ -88,7 +88,7 @@ public final class BackendClient: @unchecked Sendable {
     let cfg = URLSessionConfiguration.ephemeral
     cfg.timeoutIntervalForRequest = timeout
     cfg.timeoutIntervalForResource = timeout
-    session = URLSession(configuration: cfg)
+    session = URLSession(configuration: cfg, delegate: RedirectRule(), delegateQueue: nil)
   }
 
   /// The origin (`scheme://host[:port]`): the default facet ID.
@@ -185,5 +185,18 @@ public final class BackendClient: @unchecked Sendable {
     if let e = result.2 { throw .unreachable("\(e)") }
     guard let http = result.1 as? HTTPURLResponse else { throw .malformedAnswer("not HTTP") }
     return (result.0 ?? Data(), http)
+  }
+}
+
+/// Redirects are followed only when the answer carries `FIDO-AppID-Redirect-Authorized: true`
+/// (UAF AppID and Facet Specification §3.1.2), for every request this client makes.
+final class RedirectRule: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+  ) {
+    let authorized = response.value(forHTTPHeaderField: "FIDO-AppID-Redirect-Authorized")?.lowercased() == "true"
+    let secure = request.url?.scheme == "https" || request.url.flatMap { $0.host }.map(BackendClient.isLoopback) == true
+    completionHandler(authorized && secure ? request : nil)
   }
 }

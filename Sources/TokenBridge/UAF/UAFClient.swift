@@ -8,6 +8,23 @@ public protocol AccountSelector {
   func selectAccount(from accounts: [AuthenticatorRecord]) throws -> AuthenticatorRecord
 }
 
+/// One authenticator offered for a registration (the SDKs' AuthenticatorSelectionContext item).
+public struct AuthenticatorItem: Sendable {
+  public var token: TokenInfo
+  public var aaid: String
+  /// The token can act as this authenticator here (PIV application present and reachable).
+  public var isSupportedByHardware: Bool
+  /// The server's policy accepts it.
+  public var isPolicyCompliant: Bool
+  /// Why it is not compliant (empty when it is).
+  public var reasons: [String]
+}
+
+/// Chooses the authenticator for a registration when several fit (the SDKs' AuthenticatorSelector).
+public protocol AuthenticatorSelector {
+  func selectAuthenticator(from items: [AuthenticatorItem]) throws -> AuthenticatorItem
+}
+
 /// What the client answered, and what to do once the server has accepted it.
 public struct UAFClientResult: Sendable {
   public var op: UAFOperation
@@ -30,6 +47,8 @@ public struct UAFClient {
   public var tokens: [DiscoveredToken]
   public var fetchFacets: (URL) throws -> TrustedFacetsList
   public var channelBinding = ChannelBinding()
+  /// Asked when several tokens fit a registration; nil: refuse and list them.
+  public var authenticatorSelector: AuthenticatorSelector?
 
   public init(
     configuration: Configuration, facetID: String, server: String, localData: LocalData,
@@ -81,10 +100,25 @@ public struct UAFClient {
       throw .message(.malformed("username must be 1-128 bytes"))
     }
     let all = authenticators()
-    let match = PolicyMatcher.match(r.policy, all.map { $0.describe() })
-    guard let chosen = all.first(where: { a in match.accepted.contains { $0.aaid == a.aaid } }) else {
-      throw .noSuitableAuthenticator(reasons(match.reasons, all))
+    let items = all.map { a in
+      let m = PolicyMatcher.match(r.policy, [a.describe()])
+      return AuthenticatorItem(
+        token: a.token.info, aaid: a.aaid, isSupportedByHardware: true, isPolicyCompliant: !m.accepted.isEmpty,
+        reasons: m.reasons.values.flatMap { $0 })
     }
+    let compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
+    guard !compliant.isEmpty else {
+      var why: [String: [String]] = [:]
+      for i in items { why["\(i.token.id) (\(i.aaid))"] = i.reasons }
+      throw .noSuitableAuthenticator(reasons(why, all))
+    }
+    var pick = compliant[0]
+    if compliant.count > 1 {
+      guard let authenticatorSelector else { throw .ambiguous(compliant.map(\.token)) }
+      do { pick = try authenticatorSelector.selectAuthenticator(from: items) } catch { throw mapInteraction(error) }
+      guard pick.isPolicyCompliant else { throw .cancelled }
+    }
+    guard let chosen = all.first(where: { $0.token.info.id == pick.token.id }) else { throw .cancelled }
     let (fc, fch) = finalChallenge(appID, r.challenge)
     let (assertion, keyID) = try chosen.register(
       username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)

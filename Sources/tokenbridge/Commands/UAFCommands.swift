@@ -35,8 +35,13 @@ struct UAFContext {
     prompter = Prompter(pinFD: options.pinFd, assumeYes: options.yes, timeout: options.timeout)
   }
 
+  /// Tokens present (only the one named by --token, when given).
   func tokens(_ options: GlobalOptions) throws -> [DiscoveredToken] {
-    try TokenDiscovery(trace: options.traceSink, includePUK: false).discover().found
+    let found = try TokenDiscovery(trace: options.traceSink, includePUK: false).discover().found
+    guard let id = options.token else { return found }
+    let hit = found.filter { $0.info.id == id }
+    if hit.isEmpty { throw OperationError.tokenNotFound(id, available: found.map(\.info)) }
+    return hit
   }
 
   func server(_ s: ServerOptions) throws -> String {
@@ -45,9 +50,11 @@ struct UAFContext {
   }
 
   func operations(_ options: GlobalOptions, _ s: ServerOptions) throws -> ServerOperations {
-    try ServerOperations(
+    var ops = try ServerOperations(
       configuration: configuration, server: try server(s), facetID: s.facetId, localData: localData,
       tokens: try tokens(options))
+    if prompter.canAsk { ops.client.authenticatorSelector = TerminalAuthenticatorSelector(prompter: prompter) }
+    return ops
   }
 }
 
@@ -64,6 +71,29 @@ struct TerminalAccountSelector: AccountSelector {
       let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
       if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...accounts.count).contains(n) {
         return accounts[n - 1]
+      }
+    }
+    throw InteractionError.cancelled
+  }
+}
+
+/// Lists every token with whether it can be used, and asks for one of the usable ones.
+struct TerminalAuthenticatorSelector: AuthenticatorSelector {
+  let prompter: Prompter
+  func selectAuthenticator(from items: [AuthenticatorItem]) throws -> AuthenticatorItem {
+    guard let terminal = prompter.terminal else { throw InteractionError.cancelled }
+    terminal.write("Several tokens can be registered:\n")
+    for (i, it) in items.enumerated() {
+      let note = it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.joined(separator: "; ")))"
+      terminal.write("  \(i + 1)) \(it.token.id)  \(it.token.name)\(note)\n")
+    }
+    for _ in 0..<3 {
+      terminal.write("Which one [1-\(items.count)]? ")
+      let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
+      if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...items.count).contains(n),
+        items[n - 1].isPolicyCompliant
+      {
+        return items[n - 1]
       }
     }
     throw InteractionError.cancelled
