@@ -16,6 +16,9 @@ public struct Configuration: Codable, Equatable, Sendable {
   public var interactionTimeout: Double
   /// Seconds an HTTP request may take.
   public var networkTimeout: Double
+  /// A PIV slot holding an attestation key and its certificate (provisioned by the operator): registrations
+  /// then carry basic full attestation signed by it. Nil: surrogate attestation (signed by the new key).
+  public var attestationSlot: String?
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -31,7 +34,7 @@ public struct Configuration: Codable, Equatable, Sendable {
   }
 
   enum CodingKeys: String, CodingKey {
-    case server, facetID, pivAAID, fido2AAID, pivSlots, interactionTimeout, networkTimeout
+    case server, facetID, pivAAID, fido2AAID, pivSlots, interactionTimeout, networkTimeout, attestationSlot
   }
 
   public init(from decoder: Decoder) throws {
@@ -44,6 +47,7 @@ public struct Configuration: Codable, Equatable, Sendable {
     pivSlots = try c.decodeIfPresent([String].self, forKey: .pivSlots) ?? pivSlots
     interactionTimeout = try c.decodeIfPresent(Double.self, forKey: .interactionTimeout) ?? interactionTimeout
     networkTimeout = try c.decodeIfPresent(Double.self, forKey: .networkTimeout) ?? networkTimeout
+    attestationSlot = try c.decodeIfPresent(String.self, forKey: .attestationSlot)
   }
 
   /// `$XDG_CONFIG_HOME/tokenbridge` (default `~/.config/tokenbridge`).

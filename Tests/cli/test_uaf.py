@@ -18,9 +18,12 @@ RP = str(ROOT / "Tools" / "rp" / "tokenbridge_rp.py")
 
 
 class RelyingParty:
+    count = 0
+
     def __init__(self, tmp_path, args=()):
-        self.port_file = tmp_path / "rp.port"
-        self.log = open(tmp_path / "rp.log", "w")
+        RelyingParty.count += 1  # each RP of a test gets its own port file and log
+        self.port_file = tmp_path / f"rp{RelyingParty.count}.port"
+        self.log = open(tmp_path / f"rp{RelyingParty.count}.log", "w")
         self.proc = subprocess.Popen([sys.executable, RP, "--port", "0", "--port-file", str(self.port_file),
                                       "--verbose", *args], stderr=self.log)
         wait_until(lambda: self.port_file.exists(), "reference RP")
@@ -362,3 +365,34 @@ def test_kill_9_after_the_key_was_made_before_the_server_answered(card, rp, home
     assert "1 interrupted registration(s) cleaned up" in r.stderr
     assert [(x["slot"], x["state"]) for x in json.loads(r.stdout)] == [("82", "abandoned")]
     assert server.registrations() == []
+
+
+def provision_attestation(tmp_path, home):
+    """An operator's attestation key in slot 9e with a certificate from a test root (openssl)."""
+    r = tb(home, "key", "generate", "--slot", "9e")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "att.pub").write_text(r.stdout)
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True, cwd=tmp_path)
+    run("openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "root.key")
+    run("openssl", "req", "-x509", "-new", "-key", "root.key", "-subj", "/CN=test root", "-days", "2", "-out", "root.pem")
+    run("openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "other.key")
+    run("openssl", "req", "-x509", "-new", "-key", "other.key", "-subj", "/CN=other", "-days", "2", "-out", "other.pem")
+    run("openssl", "x509", "-new", "-subj", "/CN=TokenBridge attestation", "-key", "root.key", "-force_pubkey",
+        "att.pub", "-days", "2", "-out", "att.pem")
+    from conftest import piv_tool
+    assert piv_tool("-a", "import-certificate", "-s", "9e", "-i", str(tmp_path / "att.pem")).returncode == 0
+    cfg = tmp_path / "config" / "tokenbridge"
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "config.json").write_text(json.dumps({"attestationSlot": "9e"}))
+
+
+def test_basic_full_attestation(card, rp, home, tmp_path):
+    provision_attestation(tmp_path, home)
+    good = rp("--attestation-root", str(tmp_path / "root.pem"))
+    r = tb(home, "register", "--username", "alice", "--server", good.url, pins=["123456"])
+    assert r.returncode == 0, r.stderr
+    assert "basic full attestation verified" in open(good.log.name).read()
+    assert tb(home, "authenticate", "--username", "alice", "--server", good.url, pins=["123456"]).returncode == 0
+    wrong = rp("--attestation-root", str(tmp_path / "other.pem"))
+    r = tb(home, "register", "--username", "bob", "--server", wrong.url, pins=["123456"])
+    assert r.returncode == 20 and "1496" in r.stderr

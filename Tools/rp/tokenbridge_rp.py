@@ -227,17 +227,44 @@ class RP:
         sign_counter, _ = struct.unpack("<II", counters)
         pub = field(krd, "PUB_KEY")[0]
         key = public_key(key_enc, pub)
-        att, att_children = field(top[0][2], "ATT_SURROGATE", required=False)
-        if att is None:
-            raise Refused(1496, "only surrogate attestation is configured")
         signed = struct.pack("<HH", TAG["KRD"], len(krd_bytes)) + krd_bytes
-        verify(key, sig_alg, field(att_children, "SIGNATURE")[0], signed)
+        att, att_children = field(top[0][2], "ATT_SURROGATE", required=False)
+        if att is not None:
+            if self.args.attestation_root:
+                raise Refused(1496, "basic full attestation is required")
+            verify(key, sig_alg, field(att_children, "SIGNATURE")[0], signed)
+        else:
+            full, full_children = field(top[0][2], "ATT_FULL", required=False)
+            if full is None:
+                raise Refused(1496, "no attestation")
+            self.check_full_attestation(full_children, sig_alg, signed)
         kid = b64u(key_id)
         if self.sql("SELECT 1 FROM registrations WHERE aaid=? AND key_id=?", aaid, kid):
             raise Refused(1498, "KeyID already registered")
         self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?)", username, aaid, kid, pub, key_enc, sign_counter)
         self.finish(session, 1200, username)
         return {"statusCode": 1200, "description": f"registered {aaid} for {username}"}
+
+    def check_full_attestation(self, children, sig_alg, signed):
+        from cryptography import x509
+        certs = [v for t, v, _ in children if t == 0x2E05]
+        if not certs:
+            raise Refused(1496, "basic full attestation without certificate")
+        try:
+            leaf = x509.load_der_x509_certificate(certs[0])
+        except ValueError:
+            raise Refused(1496, "attestation certificate does not parse")
+        verify(leaf.public_key(), sig_alg, field(children, "SIGNATURE")[0], signed)
+        if not self.args.attestation_root:
+            raise Refused(1496, "no attestation trust anchor configured")
+        with open(self.args.attestation_root, "rb") as f:
+            root = x509.load_pem_x509_certificate(f.read())
+        try:
+            root.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(leaf.signature_hash_algorithm))
+        except (InvalidSignature, ValueError, TypeError):
+            raise Refused(1496, "attestation certificate is not issued by the trust anchor")
+        if self.args.verbose:
+            sys.stderr.write("rp: basic full attestation verified\n")
 
     def authenticate(self, body):
         username, fch, raw, tx, session = self.check_response("Auth", body)
@@ -404,6 +431,7 @@ def main():
     p.add_argument("--app-id", default=None, help="appID sent in requests (default: our facets URL)")
     p.add_argument("--app-id-path", default="/nevisfido/uaf/1.1/facets", help="appID as a path on this server")
     p.add_argument("--challenge-ttl", type=float, default=120.0)
+    p.add_argument("--attestation-root", help="PEM trust anchor: basic full attestation required and checked")
     p.add_argument("--port-file", help="write the chosen port here once listening")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()

@@ -11,16 +11,32 @@ public final class PIVAuthenticator {
   public let aaid: String
   let slots: [PIVSlot]
   let localData: LocalData
+  let attestationSlot: PIVSlot?
 
   public init(token: DiscoveredToken, configuration: Configuration, localData: LocalData) {
     self.token = token
     self.aaid = configuration.pivAAID
-    self.slots = configuration.pivSlots.compactMap(PIVSlot.init(string:))
+    let attestation = configuration.attestationSlot.flatMap(PIVSlot.init(string:))
+    self.attestationSlot = attestation
+    self.slots = configuration.pivSlots.compactMap(PIVSlot.init(string:)).filter { $0 != attestation }
     self.localData = localData
   }
 
   public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
-    AuthenticatorDescription(aaid: aaid, description: "\(token.info.name) (\(token.info.id))", keyIDs: keyIDs)
+    AuthenticatorDescription(
+      aaid: aaid, description: "\(token.info.name) (\(token.info.id))",
+      attestationTypes: [
+        attestationSlot == nil ? UAFConstant.attestationBasicSurrogate : UAFConstant.attestationBasicFull
+      ],
+      keyIDs: keyIDs)
+  }
+
+  /// The attestation certificate (DER) of the configured slot: certificate object `70` inside `53`.
+  func attestationCertificate(_ slot: PIVSlot) throws(TokenError) -> [UInt8] {
+    guard let obj = try token.session.readObject(slot.certificateObject), let der = BERTLV.find(0x70, in: obj),
+      der.first == 0x30
+    else { throw .unsupported("basic full attestation: slot \(slot) has no certificate") }
+    return der
   }
 
   /// A slot for a new key: one of ours left abandoned first, else a configured slot that is empty on the
@@ -65,7 +81,13 @@ public final class PIVAuthenticator {
           aaid: aaid,
           info: AssertionInfo(authenticationMode: 1, publicKeyAlgAndEncoding: UAFAlgorithm.eccX962Raw),
           finalChallengeHash: finalChallengeHash, keyID: keyIDBytes, publicKey: point)
-        let signature = try session.sign(slot, digest: Array(SHA256.hash(data: krd)))
+        let digest = Array(SHA256.hash(data: krd))
+        if let att = attestationSlot {  // basic full: signed by the operator's attestation key
+          let cert = try attestationCertificate(att)
+          let signature = try session.sign(att, digest: digest)
+          return (RegistrationAssertion.assemble(krd: krd, signature: signature, certificates: [cert]), keyID)
+        }
+        let signature = try session.sign(slot, digest: digest)  // surrogate: signed by the new key
         return (RegistrationAssertion.assemble(krd: krd, signature: signature), keyID)
       }
     } catch {
