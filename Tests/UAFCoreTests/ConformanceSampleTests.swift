@@ -141,7 +141,7 @@ import UAFCore
     }
     #expect(reg.username == "alice" && reg.header.serverData == "5s7n")
     let v10 = Self.regRequest.replacingOccurrences(of: "\"minor\":1", with: "\"minor\":0")
-    #expect(try UAFMessageCodec.decodeRequests(v10).first?.header.upv == .v1_0)
+    #expect(try UAFMessageCodec.decodeRequests(v10).first?.header.upv == .uaf10)
     let v12 = Self.regRequest.replacingOccurrences(of: "\"minor\":1", with: "\"minor\":2")
     #expect(throws: UAFMessageError.unsupportedVersion([Version(major: 1, minor: 2)])) {
       try UAFMessageCodec.decodeRequests(v12)

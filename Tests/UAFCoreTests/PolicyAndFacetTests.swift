@@ -41,37 +41,37 @@ import UAFCore
 
 @Suite struct FacetCheckTests {
   let me = "https://rp.example.com"
-  func list(_ ids: [String], _ v: Version = .v1_1) -> TrustedFacetsList {
+  func list(_ ids: [String], _ v: Version = .uaf11) -> TrustedFacetsList {
     TrustedFacetsList(trustedFacets: [.init(version: v, ids: ids)])
   }
 
   @Test func emptyAppIDIsOurFacet() throws {
-    #expect(try FacetCheck.check(appID: nil, facetID: me, upv: .v1_1) { _ in throw URLError(.badURL) } == me)
+    #expect(try FacetCheck.check(appID: nil, facetID: me, upv: .uaf11) { _ in throw URLError(.badURL) } == me)
   }
 
   @Test func listedFacetPasses() throws {
     let app = "https://rp.example.com/facets"
-    #expect(try FacetCheck.check(appID: app, facetID: me, upv: .v1_1) { _ in list([me]) } == app)
+    #expect(try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in list([me]) } == app)
   }
 
   @Test func unlistedOrOtherVersionOrForeignDomainFails() {
     let app = "https://rp.example.com/facets"
     #expect(throws: FacetCheckError.untrustedFacet(facetID: me, appID: app)) {
-      try FacetCheck.check(appID: app, facetID: me, upv: .v1_1) { _ in list(["https://other.example.com"]) }
+      try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in list(["https://other.example.com"]) }
     }
     #expect(throws: FacetCheckError.untrustedFacet(facetID: me, appID: app)) {
-      try FacetCheck.check(appID: app, facetID: me, upv: .v1_1) { _ in list([me], .v1_0) }
+      try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in list([me], .uaf10) }
     }
     // An https facet under another registrable domain is discarded even if listed.
     let evil = "https://rp.evil.org"
     #expect(throws: FacetCheckError.untrustedFacet(facetID: evil, appID: app)) {
-      try FacetCheck.check(appID: app, facetID: evil, upv: .v1_1) { _ in list([evil]) }
+      try FacetCheck.check(appID: app, facetID: evil, upv: .uaf11) { _ in list([evil]) }
     }
     #expect(throws: FacetCheckError.invalidAppID("http://rp.example.com/facets")) {
-      try FacetCheck.check(appID: "http://rp.example.com/facets", facetID: me, upv: .v1_1) { _ in list([me]) }
+      try FacetCheck.check(appID: "http://rp.example.com/facets", facetID: me, upv: .uaf11) { _ in list([me]) }
     }
     #expect(throws: FacetCheckError.self) {
-      try FacetCheck.check(appID: app, facetID: me, upv: .v1_1) { _ in throw URLError(.timedOut) }
+      try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in throw URLError(.timedOut) }
     }
   }
 }

@@ -8,9 +8,9 @@ public struct Version: Codable, Equatable, Sendable {
     self.major = major
     self.minor = minor
   }
-  public static let v1_0 = Version(major: 1, minor: 0)
-  public static let v1_1 = Version(major: 1, minor: 1)
-  public static let supported = [v1_1, v1_0]
+  public static let uaf10 = Version(major: 1, minor: 0)
+  public static let uaf11 = Version(major: 1, minor: 1)
+  public static let supported = [uaf11, uaf10]
 }
 
 public enum UAFOperation: String, Codable, Sendable {
@@ -22,7 +22,12 @@ public enum UAFOperation: String, Codable, Sendable {
 public struct Extension: Codable, Equatable, Sendable {
   public var id: String
   public var data: String
-  public var fail_if_unknown: Bool
+  public var failIfUnknown: Bool
+
+  enum CodingKeys: String, CodingKey {
+    case id, data
+    case failIfUnknown = "fail_if_unknown"
+  }
 }
 
 /// OperationHeader (UAF Protocol §3.1.3). `serverData` is echoed back unchanged.
@@ -142,8 +147,13 @@ public struct ChannelBinding: Codable, Equatable, Sendable {
   public var serverEndPoint: String?
   public var tlsServerCertificate: String?
   public var tlsUnique: String?
-  public var cid_pubkey: String?
+  public var cidPubkey: String?
   public init() {}
+
+  enum CodingKeys: String, CodingKey {
+    case serverEndPoint, tlsServerCertificate, tlsUnique
+    case cidPubkey = "cid_pubkey"
+  }
 }
 
 /// FinalChallengeParams (UAF Protocol §3.4.1); `fcParams` is its JSON, base64url.

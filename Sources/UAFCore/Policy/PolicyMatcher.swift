@@ -44,7 +44,7 @@ public enum PolicyMatcher {
     if let v = c.authenticatorVersion, v > a.authenticatorVersion {
       why.append("version \(v) or later is required")
     }
-    if let exts = c.exts, exts.contains(where: \.fail_if_unknown) {
+    if let exts = c.exts, exts.contains(where: \.failIfUnknown) {
       why.append("an extension it does not know is required")
     }
     return why

@@ -62,18 +62,9 @@ struct TerminalAccountSelector: AccountSelector {
   let prompter: Prompter
   func selectAccount(from accounts: [AuthenticatorRecord]) throws -> AuthenticatorRecord {
     guard let terminal = prompter.terminal else { throw OperationError.ambiguousAccount(accounts) }
-    terminal.write("Several accounts can sign in:\n")
-    for (i, a) in accounts.enumerated() {
-      terminal.write("  \(i + 1)) \(TransactionContent.sanitized(a.username))  (\(a.tokenID))\n")
-    }
-    for _ in 0..<3 {
-      terminal.write("Which one [1-\(accounts.count)]? ")
-      let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
-      if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...accounts.count).contains(n) {
-        return accounts[n - 1]
-      }
-    }
-    throw InteractionError.cancelled
+    let i = try terminal.choose(
+      "Several accounts can sign in:", accounts.map { "\(TransactionContent.sanitized($0.username))  (\($0.tokenID))" })
+    return accounts[i]
   }
 }
 
@@ -82,21 +73,11 @@ struct TerminalAuthenticatorSelector: AuthenticatorSelector {
   let prompter: Prompter
   func selectAuthenticator(from items: [AuthenticatorItem]) throws -> AuthenticatorItem {
     guard let terminal = prompter.terminal else { throw InteractionError.cancelled }
-    terminal.write("Several tokens can be registered:\n")
-    for (i, it) in items.enumerated() {
-      let note = it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.joined(separator: "; ")))"
-      terminal.write("  \(i + 1)) \(it.token.id)  \(it.token.name)\(note)\n")
+    let lines = items.map { it in
+      "\(it.token.id)  \(it.token.name)"
+        + (it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.joined(separator: "; ")))")
     }
-    for _ in 0..<3 {
-      terminal.write("Which one [1-\(items.count)]? ")
-      let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
-      if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...items.count).contains(n),
-        items[n - 1].isPolicyCompliant
-      {
-        return items[n - 1]
-      }
-    }
-    throw InteractionError.cancelled
+    return items[try terminal.choose("Several tokens can be registered:", lines) { items[$0].isPolicyCompliant }]
   }
 }
 

@@ -120,15 +120,8 @@ struct TerminalTokenSelector: TokenSelector {
   let terminal: Terminal
 
   func selectToken(from tokens: [TokenInfo]) throws -> TokenInfo {
-    terminal.write("Several tokens are present:\n")
-    for (i, t) in tokens.enumerated() { terminal.write("  \(i + 1)) \(t.id)  \(t.name)  (\(t.reader ?? ""))\n") }
-    for _ in 0..<3 {
-      terminal.write("Which one [1-\(tokens.count)]? ")
-      let answer = String(decoding: try terminal.readLine(echo: true), as: UTF8.self)
-      if let n = Int(answer.trimmingCharacters(in: .whitespaces)), (1...tokens.count).contains(n) {
-        return tokens[n - 1]
-      }
-    }
-    throw InteractionError.cancelled
+    let i = try terminal.choose(
+      "Several tokens are present:", tokens.map { "\($0.id)  \($0.name)  (\($0.reader ?? ""))" })
+    return tokens[i]
   }
 }

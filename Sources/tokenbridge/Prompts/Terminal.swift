@@ -69,6 +69,25 @@ final class Terminal {
   }
 }
 
+extension Terminal {
+  /// Lists `lines` numbered and asks for one (three tries); `allowed` filters choices that cannot be taken.
+  func choose(_ title: String, _ lines: [String], allowed: (Int) -> Bool = { _ in true }) throws -> Int {
+    write(title + "\n")
+    for (i, l) in lines.enumerated() { write("  \(i + 1)) \(l)\n") }
+    for _ in 0..<3 {
+      write("Which one [1-\(lines.count)]? ")
+      var answer = try readLine(echo: true)
+      defer { wipe(&answer) }
+      if let n = Int(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces)),
+        (1...lines.count).contains(n), allowed(n - 1)
+      {
+        return n - 1
+      }
+    }
+    throw InteractionError.cancelled
+  }
+}
+
 /// Restores the terminal if the process is interrupted while echo is off.
 enum TerminalRestore {
   nonisolated(unsafe) static var fd: Int32 = -1
