@@ -396,3 +396,19 @@ def test_basic_full_attestation(card, rp, home, tmp_path):
     wrong = rp("--attestation-root", str(tmp_path / "other.pem"))
     r = tb(home, "register", "--username", "bob", "--server", wrong.url, pins=["123456"])
     assert r.returncode == 20 and "1496" in r.stderr
+
+
+@pytest.mark.parametrize("fault,code,text", [
+    ({"status": 404}, 21, "HTTP 404"),
+    ({"status": 200, "body": "<html>oops"}, 21, "not what the protocol says"),
+    ({"status": 200, "body": '{"statusCode": 1200, "uafRequest": "[{\\"header\\": 5}]"}'}, 24, "malformed"),
+    ({"status": 200, "body": '{"statusCode": 1200, "uafRequest": "' + "A" * 50 + '"}'}, 24, "malformed"),
+    ({"status": 200, "body": '{"statusCode": 1403}'}, 20, "1403"),
+])
+def test_bad_server_answers(card, rp, home, fault, code, text):
+    server = rp()
+    server.fault(**fault)
+    r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
+    assert r.returncode == code, r.stderr
+    assert text in r.stderr and "Traceback" not in r.stderr
+    assert pin_tries() == 3  # nothing was attempted on the token

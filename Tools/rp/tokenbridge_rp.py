@@ -357,14 +357,22 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)
-            self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0))] *
-                                  f.get("count", 1))
+            self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0),
+                                                                 f.get("body"))] * f.get("count", 1))
             return self.send(200, {}, "application/json")
         if self.rp.faults:
             fault = self.rp.faults.pop(0)
             if fault is not None:
-                status, delay = fault
+                status, delay, body = fault
                 time.sleep(delay)
+                if body is not None:  # a raw, possibly malformed, answer
+                    data = body.encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", UAF)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 return self.send(status, {"statusCode": 1500})
         try:
             body = json.loads(raw or b"{}")
