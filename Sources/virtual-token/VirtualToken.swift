@@ -12,7 +12,7 @@ struct VirtualToken: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "virtual-token",
     abstract: "Simulated hardware tokens for tests and demos.",
-    subcommands: [PIV.self])
+    subcommands: [PIV.self, FIDO2.self])
 }
 
 struct PIV: ParsableCommand {
@@ -110,4 +110,60 @@ struct PIV: ParsableCommand {
 
 func log(_ s: String) {
   FileHandle.standardError.write(Data("virtual-token: \(s)\n".utf8))
+}
+
+struct FIDO2: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "fido2",
+    abstract: "Serve a virtual CTAP 2.1 key (CTAPHID reports) on a Unix socket.",
+    discussion: """
+      Clients: libfido2 through its custom I/O hooks (tokenbridge: TOKENBRIDGE_VIRTUAL_FIDO=<socket>), \
+      python-fido2 through a CtapHidConnection. No PIN at first; 8 PIN tries, 3 wrong in a row need a replug. \
+      Signals: SIGUSR1 replugs (power cycle), SIGTERM/SIGINT stop.
+      """)
+
+  @Option(help: "Unix socket path to listen on.") var socket: String
+  @Option(help: "State file (created factory-fresh if missing).") var state: String
+  @Option(help: "User presence: auto (touch at once), deny, timeout.") var presence = "auto"
+  @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
+  @Option(help: "Write the process id here once running.") var pidFile: String?
+
+  func validate() throws {
+    guard UserPresence(rawValue: presence) != nil else {
+      throw ValidationError("--presence must be auto, deny or timeout")
+    }
+  }
+
+  func run() throws {
+    let url = URL(fileURLWithPath: state)
+    let initial: FIDO2State
+    do {
+      initial = try FIDO2State.load(url) ?? .factory()
+      try initial.save(url)
+    } catch {
+      throw ValidationError("cannot use state file \(state): \(error.localizedDescription)")
+    }
+    let key = VirtualFIDO2Key(state: initial)
+    key.presence = UserPresence(rawValue: presence)!
+    key.resetWindow = resetWindow
+    key.onStateChange = { s in
+      do { try s.save(url) } catch { log("cannot save state: \(error)") }
+    }
+    let server = CTAPHIDServer(key: key, path: socket, log: log)
+    let queue = DispatchQueue(label: "signals")
+    var sources: [DispatchSourceSignal] = []
+    for (sig, action) in [(SIGUSR1, { server.replug() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() })]
+      as [(Int32, () -> Void)]
+    {
+      signal(sig, SIG_IGN)
+      let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+      src.setEventHandler(handler: action)
+      src.resume()
+      sources.append(src)
+    }
+    if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+    log("virtual FIDO2 key on \(socket) (state \(state))")
+    do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }
+    withExtendedLifetime(sources) {}
+  }
 }

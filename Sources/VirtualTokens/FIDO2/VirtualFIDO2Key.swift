@@ -1,0 +1,108 @@
+import Crypto
+import Foundation
+
+/// A CTAP 2.1 authenticator (getInfo, clientPIN protocols 1 and 2, makeCredential/getAssertion with ES256 and
+/// hmac-secret, reset), written from the CTAP 2.1 specification; shares no code with the client.
+public final class VirtualFIDO2Key: @unchecked Sendable {
+  public internal(set) var state: FIDO2State
+  public var onStateChange: ((FIDO2State) -> Void)?
+  public var presence: UserPresence = .auto
+  /// Seconds after power-up during which reset is allowed (CTAP 2.1 §6.6 suggests 10).
+  public var resetWindow: Double = 10
+  /// Called while waiting for a touch (the transport sends KEEPALIVE UP_NEEDED).
+  var waitingForTouch: (() -> Void)?
+
+  // Volatile: lost at power cycle ("replug").
+  var keyAgreement = P256.KeyAgreement.PrivateKey()
+  var pinToken = randomBytes(32)
+  var tokenPermissions: UInt8 = 0
+  var tokenRPID: String?
+  var consecutiveFailures = 0
+  var powerCycleRequired = false
+  var poweredAt = Date()
+
+  public init(state: FIDO2State) { self.state = state }
+
+  /// Replug: new key agreement key and token, the 3-failure block lifted, reset allowed for 10 s.
+  public func powerCycle() {
+    keyAgreement = P256.KeyAgreement.PrivateKey()
+    pinToken = randomBytes(32)
+    tokenPermissions = 0
+    tokenRPID = nil
+    consecutiveFailures = 0
+    powerCycleRequired = false
+    poweredAt = Date()
+  }
+
+  func changed() { onStateChange?(state) }
+
+  /// One CTAPHID_CBOR request (command byte ‖ CBOR) → status byte ‖ CBOR.
+  public func handle(_ request: [UInt8]) -> [UInt8] {
+    guard let command = request.first else { return [CTAP2Status.invalidLength.rawValue] }
+    var params: CBOR = .map([])
+    if request.count > 1 {
+      guard let p = try? CBOR.decode(Array(request[1...])) else { return [CTAP2Status.invalidCBOR.rawValue] }
+      guard case .map = p else { return [CTAP2Status.cborUnexpectedType.rawValue] }
+      params = p
+    }
+    let result: Result<CBOR?, CTAP2Error>
+    switch command {
+    case 0x04: result = .success(info())
+    case 0x06: result = clientPIN(params)
+    case 0x01: result = makeCredential(params)
+    case 0x02: result = getAssertion(params)
+    case 0x07: result = reset()
+    case 0x0B: result = touch().map { nil }
+    default: result = .failure(.init(.invalidCommand))
+    }
+    switch result {
+    case .success(let body): return [0x00] + (body?.encoded() ?? [])
+    case .failure(let e): return [e.status.rawValue]
+    }
+  }
+
+  func info() -> CBOR {
+    .map(
+      (.int(1), .array([.text("FIDO_2_0"), .text("FIDO_2_1")])),
+      (.int(2), .array([.text("hmac-secret")])),
+      (.int(3), .bytes(Array(state.aaguid))),
+      (
+        .int(4),
+        .map(
+          (.text("rk"), .bool(false)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
+          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(true))
+        )
+      ),
+      (.int(5), .int(1200)),
+      (.int(6), .array([.int(2), .int(1)])),
+      (.int(12), .bool(state.forcePINChange)),
+      (.int(13), .int(state.minPINLength)))
+  }
+
+  /// Waits for the simulated touch.
+  func touch() -> Result<Void, CTAP2Error> {
+    waitingForTouch?()
+    switch presence {
+    case .auto: return .success(())
+    case .deny: return .failure(.init(.operationDenied))
+    case .timeout: return .failure(.init(.userActionTimeout))
+    }
+  }
+
+  func reset() -> Result<CBOR?, CTAP2Error> {
+    // Allowed only within 10 s of power-up (CTAP 2.1 §6.6), after a touch.
+    guard Date().timeIntervalSince(poweredAt) <= resetWindow else { return .failure(.init(.notAllowed)) }
+    if case .failure(let e) = touch() { return .failure(e) }
+    let aaguid = state.aaguid
+    state = .factory()
+    state.aaguid = aaguid
+    powerCycle()
+    changed()
+    return .success(nil)
+  }
+}
+
+struct CTAP2Error: Error {
+  let status: CTAP2Status
+  init(_ s: CTAP2Status) { status = s }
+}
