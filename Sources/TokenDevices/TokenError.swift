@@ -31,6 +31,10 @@ public enum TokenError: Error, Equatable, Sendable {
   case malformedResponse(operation: String)
   /// The token does not support `feature`.
   case unsupported(String)
+  /// The FIDO2 key has no PIN yet (set one first).
+  case pinNotSet
+  /// Any other libfido2 status (`fido_strerr` says what), for `operation`.
+  case fido2(Int32, operation: String)
 }
 
 /// What a token says about one PIN (or PUK), read without spending a try.

@@ -101,7 +101,11 @@ enum ErrorReport {
     case .wrongPIN(let k, let left): return ("Wrong \(k.rawValue); \(Render.triesLeft(left)).", .wrongPIN)
     case .pinBlocked(.pin): return ("The PIN is blocked. Unblock it with the PUK: tokenbridge pin unblock", .pinBlocked)
     case .pinBlocked(.puk): return ("The PUK is blocked.", .pukBlocked)
-    case .needsReinsertion: return ("Remove and re-insert your key, then try again.", .failure)
+    case .needsReinsertion:
+      return ("Too many wrong PINs in a row: remove and re-insert your key, then try again.", .needsReinsertion)
+    case .pinNotSet: return ("This key has no PIN yet. Set one: tokenbridge pin set", .pinNotSet)
+    case .fido2(let code, let op):
+      return ("The key answered \(op) with: \(TokenError.fido2Message(code)).", .failure)
     case .pinFormat(let k, let reason): return ("The \(k.rawValue) cannot be used: \(reason).", .policyViolation)
     case .notPIV(let reader): return ("The card in \(reader) is not a PIV card.", .unsupportedToken)
     case .managementKeyRejected:

@@ -16,6 +16,8 @@ enum ExitStatus: Int32, CaseIterable {
   case managementKeyRejected = 12
   case slotOccupied = 13
   case timedOut = 14
+  case needsReinsertion = 15
+  case pinNotSet = 16
   case serverRefused = 20
   case serverUnreachable = 21
   case noSuitableAuthenticator = 22
@@ -44,6 +46,8 @@ enum ExitStatus: Int32, CaseIterable {
     case .managementKeyRejected: "the management key was not accepted"
     case .slotOccupied: "the key slot already holds a key and overwriting was not confirmed"
     case .timedOut: "no answer within the interaction timeout"
+    case .needsReinsertion: "a FIDO2 key wants to be removed and re-inserted (too many wrong PINs in a row)"
+    case .pinNotSet: "the FIDO2 key has no PIN yet (tokenbridge pin set)"
     case .serverRefused: "the server refused the operation (its UAF status code is in the message)"
     case .serverUnreachable: "the server could not be reached, timed out, or answered an HTTP error"
     case .noSuitableAuthenticator: "no token here fits the server's policy (the message says why, per token)"

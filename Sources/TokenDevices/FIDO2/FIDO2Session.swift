@@ -1,0 +1,168 @@
+import CFido2
+import Foundation
+
+/// A FIDO2 key as libfido2 sees it: a hidraw path, or a virtual key's socket.
+public struct FIDO2DeviceRef: Sendable, Equatable {
+  public var path: String
+  public var product: String
+  public var isVirtual: Bool
+}
+
+/// What getInfo says (CTAP 2.1 §6.4), as far as TokenBridge uses it.
+public struct FIDO2Info: Sendable, Equatable, Codable {
+  public var versions: [String]
+  public var extensions: [String]
+  public var options: [String: Bool]
+  public var pinProtocols: [Int]
+  public var minPINLength: Int
+  public var forcePINChange: Bool
+  public var aaguid: String
+
+  public var pinIsSet: Bool { options["clientPin"] == true }
+  public var supportsPIN: Bool { options["clientPin"] != nil }
+}
+
+/// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time).
+public final class FIDO2Session {
+  public let ref: FIDO2DeviceRef
+  var dev: OpaquePointer?
+  public var trace: TraceSink?
+
+  static let initialized: Void = { fido_init(0) }()
+
+  /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
+  /// (socket paths separated by `:`).
+  public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
+    _ = initialized
+    var out: [FIDO2DeviceRef] = []
+    if let list = fido_dev_info_new(64) {
+      var n = 0
+      if fido_dev_info_manifest(list, 64, &n) == FIDO_OK {
+        for i in 0..<n {
+          guard let di = fido_dev_info_ptr(list, i), let p = fido_dev_info_path(di) else { continue }
+          let product = fido_dev_info_product_string(di).map { String(cString: $0) } ?? "FIDO2 key"
+          out.append(FIDO2DeviceRef(path: String(cString: p), product: product, isVirtual: false))
+        }
+      }
+      var l: OpaquePointer? = list
+      fido_dev_info_free(&l, 64)
+    }
+    let virtual =
+      virtualPaths
+      ?? (ProcessInfo.processInfo.environment["TOKENBRIDGE_VIRTUAL_FIDO"] ?? "").split(separator: ":").map(String.init)
+    for p in virtual where FileManager.default.fileExists(atPath: p) {
+      out.append(FIDO2DeviceRef(path: p, product: "virtual FIDO2 key", isVirtual: true))
+    }
+    return out
+  }
+
+  public init(_ ref: FIDO2DeviceRef) throws(TokenError) {
+    _ = Self.initialized
+    self.ref = ref
+    try open()
+  }
+
+  deinit { closeDevice() }
+
+  func open() throws(TokenError) {
+    guard let d = fido_dev_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "open") }
+    if ref.isVirtual {
+      var io = VirtualFIDOIO.functions
+      guard fido_dev_set_io_functions(d, &io) == FIDO_OK else {
+        var dd: OpaquePointer? = d
+        fido_dev_free(&dd)
+        throw .fido2(FIDO_ERR_INTERNAL, operation: "open")
+      }
+    }
+    let rc = fido_dev_open(d, ref.path)
+    guard rc == FIDO_OK else {
+      var dd: OpaquePointer? = d
+      fido_dev_free(&dd)
+      throw .fido2(rc, operation: "open \(ref.path)")
+    }
+    dev = d
+  }
+
+  func closeDevice() {
+    guard dev != nil else { return }
+    fido_dev_close(dev)
+    fido_dev_free(&dev)
+    dev = nil
+  }
+
+  /// Closes and opens again (after a replug).
+  public func reopen() throws(TokenError) {
+    closeDevice()
+    try open()
+  }
+
+  public func info() throws(TokenError) -> FIDO2Info {
+    guard let ci = fido_cbor_info_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getInfo") }
+    defer {
+      var c: OpaquePointer? = ci
+      fido_cbor_info_free(&c)
+    }
+    let rc = fido_dev_get_cbor_info(dev, ci)
+    guard rc == FIDO_OK else { throw Self.error(rc, "getInfo") }
+    func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
+      guard let p else { return [] }
+      return (0..<n).compactMap { p[$0].map { String(cString: $0) } }
+    }
+    let names = strings(fido_cbor_info_options_name_ptr(ci), fido_cbor_info_options_len(ci))
+    let values = fido_cbor_info_options_value_ptr(ci)
+    var options: [String: Bool] = [:]
+    for (i, n) in names.enumerated() { options[n] = values?[i] ?? false }
+    let protocols = (0..<fido_cbor_info_protocols_len(ci)).compactMap { fido_cbor_info_protocols_ptr(ci)?[$0] }
+    let aaguid = (0..<fido_cbor_info_aaguid_len(ci)).compactMap { fido_cbor_info_aaguid_ptr(ci)?[$0] }
+    return FIDO2Info(
+      versions: strings(fido_cbor_info_versions_ptr(ci), fido_cbor_info_versions_len(ci)),
+      extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
+      options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
+      forcePINChange: fido_cbor_info_new_pin_required(ci), aaguid: aaguid.hexString.replacingOccurrences(of: " ", with: ""))
+  }
+
+  /// PIN tries left (getPINRetries; spends none).
+  public func pinRetries() throws(TokenError) -> Int {
+    var n: Int32 = 0
+    let rc = fido_dev_get_retry_count(dev, &n)
+    guard rc == FIDO_OK else { throw Self.error(rc, "getPINRetries") }
+    return Int(n)
+  }
+
+  /// The PIN status in the shape every token shares. libfido2 does not report the power-cycle state: the
+  /// caller tracks consecutive failures (HardwareNotes.md).
+  public func pinStatus() throws(TokenError) -> PINStatus {
+    PINStatus(kind: .pin, retriesLeft: try pinRetries(), maxRetries: 8)
+  }
+
+  /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
+  public func setPIN(_ new: String, old: String?) throws(TokenError) {
+    trace?("fido2 > clientPIN \(old == nil ? "setPIN" : "changePIN") <redacted>")
+    let rc = new.withCString { n in
+      if let old { return old.withCString { o in fido_dev_set_pin(dev, n, o) } }
+      return fido_dev_set_pin(dev, n, nil)
+    }
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    guard rc == FIDO_OK else {
+      if rc == FIDO_ERR_PIN_INVALID { throw .wrongPIN(.pin, retriesLeft: (try? pinRetries()) ?? 0) }
+      throw Self.error(rc, old == nil ? "setPIN" : "changePIN")
+    }
+  }
+
+  /// libfido2 status → the device layer's error shape.
+  static func error(_ rc: Int32, _ operation: String) -> TokenError {
+    switch rc {
+    case FIDO_ERR_PIN_BLOCKED: .pinBlocked(.pin)
+    case FIDO_ERR_PIN_AUTH_BLOCKED: .needsReinsertion
+    case FIDO_ERR_PIN_POLICY_VIOLATION: .pinFormat(.pin, reason: "the key's PIN policy refuses it")
+    case FIDO_ERR_PIN_NOT_SET: .pinNotSet
+    case FIDO_ERR_TX, FIDO_ERR_RX: .smartCard(.cardRemoved(reader: ""))
+    default: .fido2(rc, operation: operation)
+    }
+  }
+}
+
+extension TokenError {
+  /// A libfido2 status in words.
+  public static func fido2Message(_ code: Int32) -> String { String(cString: fido_strerr(code)) }
+}
