@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why a new PIN (or PUK) is refused before anything is sent to a token: the validation results the
 /// mobile SDKs show (empty, onlyNumbers, tooShort, tooLong, sameAsOld).
 public enum PinValidationError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -8,6 +10,8 @@ public enum PinValidationError: Error, Equatable, Sendable, CustomStringConverti
   case tooLong(maximum: Int)
   /// The new value equals the old one.
   case sameAsOld
+  /// A password that is not UTF-8.
+  case notUTF8
 
   public var description: String {
     switch self {
@@ -16,6 +20,7 @@ public enum PinValidationError: Error, Equatable, Sendable, CustomStringConverti
     case .tooShort(let n): "it is shorter than \(n) characters"
     case .tooLong(let n): "it is longer than \(n) characters"
     case .sameAsOld: "it is the same as the current one"
+    case .notUTF8: "it is not UTF-8 text"
     }
   }
 }
@@ -46,6 +51,43 @@ public struct PinPolicy: Sendable, Equatable, Codable {
     if new.count < minLength { return .tooShort(minimum: minLength) }
     if new.count > maxLength { return .tooLong(maximum: maxLength) }
     if let old, old == new { return .sameAsOld }
+    return nil
+  }
+}
+
+/// What a new PIN or password is checked against before anything is sent.
+public protocol CredentialPolicy: Sendable {
+  func validate(new: [UInt8], old: [UInt8]?) -> PinValidationError?
+  /// For prompts: "6-8 digits", "4-63 characters".
+  var summary: String { get }
+}
+
+extension PinPolicy: CredentialPolicy {
+  public var summary: String { "\(minLength)-\(maxLength) \(digitsOnly ? "digits" : "characters")" }
+}
+
+/// FIDO2 PINs are passwords (CTAP 2.1 §6.5.1): UTF-8 after NFC normalisation, at least max(4, minPINLength)
+/// code points, at most 63 bytes.
+public struct PasswordPolicy: CredentialPolicy, Equatable {
+  public var minCodePoints: Int
+  public static let maxBytes = 63
+
+  public init(minPINLength: Int) { minCodePoints = max(4, minPINLength) }
+
+  public var summary: String { "\(minCodePoints) or more characters, at most \(Self.maxBytes) bytes" }
+
+  /// NFC-normalised UTF-8 bytes of a typed password; nil when the bytes are not UTF-8.
+  public static func normalized(_ bytes: [UInt8]) -> [UInt8]? {
+    guard let s = String(validating: bytes, as: UTF8.self) else { return nil }
+    return Array(s.precomposedStringWithCanonicalMapping.utf8)
+  }
+
+  public func validate(new: [UInt8], old: [UInt8]?) -> PinValidationError? {
+    if new.isEmpty { return .empty }
+    guard let n = Self.normalized(new), let s = String(validating: n, as: UTF8.self) else { return .notUTF8 }
+    if s.unicodeScalars.count < minCodePoints { return .tooShort(minimum: minCodePoints) }
+    if n.count > Self.maxBytes { return .tooLong(maximum: Self.maxBytes) }
+    if let old, Self.normalized(old) == n { return .sameAsOld }
     return nil
   }
 }

@@ -56,6 +56,12 @@ struct GlobalOptions: ParsableArguments {
     return try TokenSelection(trace: traceSink, includePUK: includePUK).choose(id: token, selector: selector)
   }
 
+  /// Finds a token of either kind (PIV card or FIDO2 key).
+  func chooseAnyToken(_ prompter: Prompter, includePUK: Bool = true) throws -> AnyToken {
+    let selector = prompter.terminal.map(TerminalTokenSelector.init)
+    return try TokenSelection(trace: traceSink, includePUK: includePUK).chooseAny(id: token, selector: selector)
+  }
+
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.
   func execute(_ body: () throws -> Void) throws {
     do {

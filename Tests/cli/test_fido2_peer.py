@@ -16,33 +16,9 @@ from fido2.server import Fido2Server
 from fido2.webauthn import PublicKeyCredentialRpEntity, PublicKeyCredentialUserEntity
 
 from conftest import VIRTUAL_TOKEN, wait_until
-from fido2_conn import open_device
+from fido2_conn import Key, open_device
 
 ERR = CtapError.ERR
-
-
-class Key:
-    def __init__(self, tmp_path, *args):
-        self.sock = str(tmp_path / "fido.sock")
-        self.state = str(tmp_path / "fido.json")
-        self.args = args
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen([VIRTUAL_TOKEN, "fido2", "--socket", self.sock, "--state", self.state, *self.args],
-                                     stderr=subprocess.DEVNULL)
-        wait_until(lambda: os.path.exists(self.sock), "virtual FIDO2 socket")
-
-    def ctap(self):
-        return Ctap2(open_device(self.sock))
-
-    def replug(self):
-        self.proc.send_signal(signal.SIGUSR1)
-        time.sleep(0.2)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture

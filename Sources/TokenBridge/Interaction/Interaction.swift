@@ -23,6 +23,8 @@ public enum PinOperation: Sendable, Equatable {
   case changePUK
   /// RESET RETRY COUNTER: a new PIN, authorised by the PUK.
   case unblockPIN
+  /// A first PIN for a FIDO2 key (nothing authorises it).
+  case setPIN
 
   /// The secret that authorises the operation (and whose tries it spends).
   public var authorizing: PINKind { self == .changePIN ? .pin : .puk }
@@ -44,7 +46,7 @@ public enum PinChangeRecoverableError: Equatable, Sendable {
 public struct PinChangeContext: Sendable {
   public var token: TokenInfo
   public var operation: PinOperation
-  public var policy: PinPolicy
+  public var policy: any CredentialPolicy
   /// State of the authorising secret (tries left), read without spending a try.
   public var protection: ProtectionStatus
   public var authorizingStatus: PINStatus

@@ -60,6 +60,8 @@ public struct PinChange {
             try session.changeReference(kind, old: answer.current.bytes, new: answer.new.bytes)
           case .unblockPIN:
             try session.unblockPIN(puk: answer.current.bytes, newPIN: answer.new.bytes)
+          case .setPIN:
+            throw .unsupported("setting a first PIN (a PIV card always has one: use pin change)")
           }
           return true
         }

@@ -8,6 +8,30 @@ public struct TokenSelection {
     discovery = TokenDiscovery(trace: trace, includePUK: includePUK)
   }
 
+  /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).
+  public func chooseAny(id: String?, selector: TokenSelector?) throws(OperationError) -> AnyToken {
+    let result: DiscoveryResult
+    do { result = try discovery.discover() } catch { throw .token(error) }
+    let all = result.found.map(AnyToken.piv) + result.fido2Found.map(AnyToken.fido2)
+    if let id {
+      guard let hit = all.first(where: { $0.info.id == id }) else { throw .tokenNotFound(id, available: result.tokens) }
+      return hit
+    }
+    switch all.count {
+    case 0:
+      throw .noToken(
+        readers: result.readerCount, emptyReaders: result.emptyReaders,
+        unusable: result.unusableCards.map { "\($0.reader): \(describe($0.reason))" })
+    case 1: return all[0]
+    default:
+      guard let selector else { throw .ambiguous(result.tokens) }
+      let chosen: TokenInfo
+      do { chosen = try selector.selectToken(from: result.tokens) } catch { throw mapInteraction(error) }
+      guard let hit = all.first(where: { $0.info.id == chosen.id }) else { throw .cancelled }
+      return hit
+    }
+  }
+
   public func choose(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
     let result: DiscoveryResult
     do { result = try discovery.discover() } catch { throw .token(error) }
@@ -48,5 +72,18 @@ func mapInteraction(_ error: Error) -> OperationError {
   case let e as OperationError: e
   case let e as TokenError: .token(e)
   default: .interaction(error)
+  }
+}
+
+/// A token of either kind.
+public enum AnyToken {
+  case piv(DiscoveredToken)
+  case fido2(DiscoveredFIDO2)
+
+  public var info: TokenInfo {
+    switch self {
+    case .piv(let t): t.info
+    case .fido2(let t): t.info
+    }
   }
 }

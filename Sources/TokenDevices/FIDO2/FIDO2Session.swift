@@ -118,7 +118,8 @@ public final class FIDO2Session {
       versions: strings(fido_cbor_info_versions_ptr(ci), fido_cbor_info_versions_len(ci)),
       extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
       options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
-      forcePINChange: fido_cbor_info_new_pin_required(ci), aaguid: aaguid.hexString.replacingOccurrences(of: " ", with: ""))
+      forcePINChange: fido_cbor_info_new_pin_required(ci),
+      aaguid: aaguid.hexString.replacingOccurrences(of: " ", with: ""))
   }
 
   /// PIN tries left (getPINRetries; spends none).

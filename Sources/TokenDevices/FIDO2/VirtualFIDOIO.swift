@@ -29,16 +29,17 @@ enum VirtualFIDOIO {
     close(h.fd)
   }
 
-  static let readCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, Int32) -> Int32 = {
-    handle, buf, len, ms in
-    guard let handle, let buf, len >= 64 else { return -1 }
-    let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
-    var pfd = pollfd(fd: h.fd, events: Int16(POLLIN), revents: 0)
-    let ready = poll(&pfd, 1, ms < 0 ? -1 : ms)
-    guard ready > 0 else { return -1 }
-    let n = recv(h.fd, buf, 64, 0)
-    return n == 64 ? 64 : -1
-  }
+  static let readCallback:
+    @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, Int32) -> Int32 = {
+      handle, buf, len, ms in
+      guard let handle, let buf, len >= 64 else { return -1 }
+      let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
+      var pfd = pollfd(fd: h.fd, events: Int16(POLLIN), revents: 0)
+      let ready = poll(&pfd, 1, ms < 0 ? -1 : ms)
+      guard ready > 0 else { return -1 }
+      let n = recv(h.fd, buf, 64, 0)
+      return n == 64 ? 64 : -1
+    }
 
   static let writeCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Int32 = {
     handle, buf, len in

@@ -5,7 +5,7 @@ import TokenDevices
 struct Pin: ParsableCommand {
   static let configuration = CommandConfiguration(
     abstract: "PIN status, change and unblock.",
-    subcommands: [PinStatusCommand.self, PinChangeCommand.self, PinUnblock.self])
+    subcommands: [PinStatusCommand.self, PinSet.self, PinChangeCommand.self, PinUnblock.self])
 }
 
 struct Puk: ParsableCommand {
@@ -25,13 +25,13 @@ struct PinStatusCommand: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let token = try options.chooseToken(options.prompter(), includePUK: true)
+      let token = try options.chooseAnyToken(options.prompter())
+      let info = token.info
       if options.json {
-        print(Render.json(Report(token: token.info.id, pin: token.info.pin, puk: token.info.puk)))
+        print(Render.json(Report(token: info.id, pin: info.pin, puk: info.puk)))
       } else {
-        print("\(token.info.name) (\(token.info.id))")
-        print("  PIN: \(Render.tries(token.info.pin))")
-        print("  PUK: \(Render.tries(token.info.puk))")
+        print("\(info.name) (\(info.id))")
+        for line in Render.pinLines(info) { print("  " + line) }
       }
     }
   }
@@ -41,16 +41,36 @@ struct PinStatusCommand: ParsableCommand {
 func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws {
   try options.execute {
     let prompter = options.prompter()
-    let token = try options.chooseToken(prompter, includePUK: operation.authorizing == .puk)
-    try PinChange(operation: operation).run(on: token, changer: prompter)
+    let chosen = try options.chooseAnyToken(prompter, includePUK: operation.authorizing == .puk)
+    switch chosen {
+    case .piv(let token): try PinChange(operation: operation).run(on: token, changer: prompter)
+    case .fido2(let key):
+      let flow = PasswordChange(interactionTimeout: options.timeout)
+      switch operation {
+      case .setPIN: try flow.setPIN(on: key, changer: prompter)
+      case .changePIN: try flow.changePIN(on: key, changer: prompter, notifier: prompter)
+      case .changePUK, .unblockPIN:
+        throw TokenError.unsupported("a PUK (FIDO2 keys have none; a blocked PIN needs a reset of the key)")
+      }
+    }
     let done =
       switch operation {
       case .changePIN: "PIN changed."
       case .changePUK: "PUK changed."
       case .unblockPIN: "PIN unblocked and set."
+      case .setPIN: "PIN set."
       }
-    if options.json { print(Render.json(["result": done, "token": token.info.id])) } else { print(done) }
+    if options.json { print(Render.json(["result": done, "token": chosen.info.id])) } else { print(done) }
   }
+}
+
+struct PinSet: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "set",
+    abstract: "Set the first PIN of a FIDO2 key (new PIN and confirmation).",
+    discussion: "With --pin-fd N: the new PIN on descriptor N.")
+  @OptionGroup var options: GlobalOptions
+  func run() throws { try runPinOperation(.setPIN, options) }
 }
 
 struct PinChangeCommand: ParsableCommand {

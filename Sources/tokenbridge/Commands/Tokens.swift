@@ -23,10 +23,10 @@ struct Tokens: ParsableCommand {
         print("  kind: \(t.kind.rawValue)   capabilities: \(t.capabilities.joined(separator: ", "))")
         if let r = t.reader { print("  reader: \(r)") }
         if let s = t.serial { print("  serial: \(s)") }
-        print("  PIN: \(Render.tries(t.pin))")
-        print("  PUK: \(Render.tries(t.puk))")
+        for line in Render.pinLines(t) { print("  " + line) }
       }
       for r in result.emptyReaders { print("(\(r): no card)") }
+      if let p = result.pcscProblem { print("(smart cards: \(ErrorReport.smartCard(p).0))") }
       for u in result.unusableCards { print("(\(u.reader): \(ErrorReport.token(u.reason).0))") }
     }
   }

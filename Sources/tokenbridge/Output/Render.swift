@@ -13,6 +13,15 @@ enum Render {
     return out
   }
 
+  /// PIN (and PUK) lines for a token of either kind.
+  static func pinLines(_ t: TokenInfo) -> [String] {
+    guard let f = t.fido2 else { return ["PIN: \(tries(t.pin))", "PUK: \(tries(t.puk))"] }
+    guard f.pinIsSet else { return ["PIN: not set (tokenbridge pin set --token \(t.id))"] }
+    var lines = ["PIN: \(tries(t.pin))", "PIN rules: \(f.minPINLength) or more characters, at most 63 bytes"]
+    if f.forcePINChange { lines.append("The key asks for a new PIN: tokenbridge pin change --token \(t.id)") }
+    return lines
+  }
+
   static func triesLeft(_ n: Int) -> String { n == 1 ? "1 try left" : "\(n) tries left" }
 
   static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String {

@@ -41,9 +41,11 @@ final class Prompter: PinChanger, PinUserVerifier {
   }
 
   /// A new secret, typed twice on a terminal (read once from --pin-fd).
-  func newSecret(_ name: String, exhausted: InputError) throws -> Secret {
+  func newSecret(_ name: String, exhausted: InputError, notice: String? = nil) throws -> Secret {
+    var notice = notice
     for _ in 0..<3 {
-      let first = try secret("New \(name): ", exhausted: exhausted)
+      let first = try secret("New \(name): ", exhausted: exhausted, notice: notice)
+      notice = nil
       if reader != nil { return first }
       let again = try secret("Repeat new \(name): ", exhausted: exhausted)
       if first.bytes == again.bytes { return first }
@@ -70,10 +72,13 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
     let op = context.operation
+    if op == .setPIN, context.lastRecoverableError == nil {
+      say("\(context.token.name) (\(context.token.id)) has no PIN yet.")
+    }
     let current = op.authorizing.rawValue
     let target = op.target.rawValue
     let notice = context.lastRecoverableError.map { ErrorReport.recoverable($0, op) }
-    if notice == nil { say(Render.triesLine(context.token, context.authorizingStatus)) }
+    if notice == nil && op != .setPIN { say(Render.triesLine(context.token, context.authorizingStatus)) }
     let exhausted: InputError
     switch context.lastRecoverableError {
     case .wrongCurrent(let left)?:
@@ -85,6 +90,10 @@ final class Prompter: PinChanger, PinUserVerifier {
     case nil:
       exhausted = InputError(
         message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
+    }
+    if op == .setPIN {  // nothing to authorise it: only the new PIN
+      if notice == nil { say("The PIN: \(context.policy.summary).") }
+      return PinChangeAnswer(current: Secret([]), new: try newSecret(target, exhausted: exhausted, notice: notice))
     }
     let prompt = op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"
     let cur = try secret("\(prompt): ", exhausted: exhausted, notice: notice)
@@ -124,4 +133,11 @@ struct TerminalTokenSelector: TokenSelector {
       "Several tokens are present:", tokens.map { "\($0.id)  \($0.name)  (\($0.reader ?? ""))" })
     return tokens[i]
   }
+}
+
+extension Prompter: ReinsertionNotifier {
+  func reinsertionNeeded(_ token: TokenInfo) {
+    say("Too many wrong PINs in a row: remove and re-insert your key (\(token.id)). Waiting for it…")
+  }
+  func reinserted(_ token: TokenInfo) { say("The key is back.") }
 }

@@ -1,0 +1,112 @@
+"""tokenbridge with a FIDO2 key (the virtual one, reached by libfido2 through custom I/O): tokens, pin
+status/set/change with the password policy, the cool-down that needs a replug, and python-fido2 checking the
+result."""
+import json
+import os
+import re
+import time
+
+import pexpect
+import pytest
+from fido2.ctap2 import Ctap2
+from fido2.ctap2.pin import ClientPin, PinProtocolV2
+
+from conftest import TOKENBRIDGE, tb as tb_raw
+from fido2_conn import Key, open_device
+
+
+@pytest.fixture
+def key(tmp_path):
+    k = Key(tmp_path)
+    yield k
+    k.stop()
+
+
+def tb(key, *args, **kw):
+    return tb_raw(*args, env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, **kw)
+
+
+def verified_by_python_fido2(key, pin):
+    return len(ClientPin(Ctap2(open_device(key.sock)), PinProtocolV2()).get_pin_token(pin)) == 32
+
+
+def test_tokens_shows_the_key(key):
+    data = json.loads(tb(key, "tokens", "--json").stdout)
+    fido = [t for t in data if t["kind"] == "fido2"]
+    assert len(fido) == 1 and fido[0]["capabilities"] == ["fido2", "hmac-secret"]
+    assert fido[0]["fido2"]["minPINLength"] == 4 and fido[0]["fido2"]["options"]["clientPin"] is False
+    assert "PIN: not set (tokenbridge pin set" in tb(key, "tokens").stdout
+
+
+def test_the_new_user_story(key):
+    """No PIN → pin set; wrong old PIN (7 tries left); again until cool-down; replug; continues; correct change
+    succeeds; python-fido2 verifies the new PIN."""
+    assert tb(key, "pin", "change", pins=["1234", "abcdef"]).returncode == 16  # no PIN yet: pin set
+    r = tb(key, "pin", "set", pins=["123"])
+    assert r.returncode == 9 and "shorter than 4" in r.stderr
+    assert tb(key, "pin", "set", pins=["pässwört"]).returncode == 0
+    child = pexpect.spawn(TOKENBRIDGE, ["pin", "change"], env=dict(os.environ, TOKENBRIDGE_VIRTUAL_FIDO=key.sock),
+                          encoding="utf-8", timeout=30)
+
+    def attempt(current, new):
+        child.expect("Current PIN: ")
+        child.sendline(current)
+        child.expect("New PIN: ")
+        child.sendline(new)
+        child.expect("Repeat new PIN: ")
+        child.sendline(new)
+
+    child.expect(re.escape("PIN 8 tries left (of 8)"))
+    attempt("wrong1", "n3w-pin!")
+    child.expect("Wrong PIN; 7 tries left.")
+    attempt("wrong2", "n3w-pin!")
+    child.expect("Wrong PIN; 6 tries left.")
+    attempt("wrong3", "n3w-pin!")
+    child.expect("remove and re-insert your key")
+    time.sleep(0.5)
+    assert child.isalive()  # waiting, sending nothing
+    key.replug()
+    child.expect("The key is back.")
+    attempt("pässwört", "n3w-pin!")
+    child.expect("PIN changed.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert verified_by_python_fido2(key, "n3w-pin!")
+
+
+def test_cool_down_gives_up_at_the_timeout(key):
+    assert tb(key, "pin", "set", pins=["1234"]).returncode == 0
+    r = tb(key, "pin", "change", "--timeout", "1", pins=["0000", "5678", "0001", "5678", "0002", "5678"])
+    assert r.returncode == 14, r.stderr
+    assert "remove and re-insert" in r.stderr
+    assert "PIN: 5 tries left" in tb(key, "pin", "status").stdout  # nothing was sent while it waited
+
+
+@pytest.mark.parametrize("new,code,text", [
+    ("x" * 64, 9, "longer than 63"), ("abc", 9, "shorter than 4"), ("1234", 9, "same as the current"),
+])
+def test_password_policy_sends_nothing(key, new, code, text):
+    assert tb(key, "pin", "set", pins=["1234"]).returncode == 0
+    r = tb(key, "pin", "change", pins=["1234", new])
+    assert r.returncode == code and text in r.stderr
+    assert "PIN: 8 tries left" in tb(key, "pin", "status").stdout
+
+
+def test_nfc_normalisation(key):
+    # "é" typed decomposed (e + U+0301) and composed must be the same PIN.
+    assert tb(key, "pin", "set", pins=["cafe\u0301"]).returncode == 0
+    assert verified_by_python_fido2(key, "caf\u00e9")
+
+
+def test_puk_commands_explain_fido2_has_none(key):
+    assert tb(key, "pin", "set", pins=["1234"]).returncode == 0
+    r = tb(key, "pin", "unblock", pins=["1", "2"])
+    assert r.returncode == 11 and "FIDO2 keys have none" in r.stderr
+
+
+def test_key_removed(key):
+    assert tb(key, "pin", "set", pins=["1234"]).returncode == 0
+    key.stop()
+    r = tb(key, "pin", "status")
+    assert r.returncode == 4
