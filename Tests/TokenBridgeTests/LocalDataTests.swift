@@ -10,7 +10,8 @@ import Testing
   func record(_ keyID: String, slot: Int, state: AuthenticatorRecord.State = .pending) -> AuthenticatorRecord {
     AuthenticatorRecord(
       keyID: keyID, aaid: "7B1D#0001", username: "alice", server: "https://rp.example", appID: "https://rp.example",
-      tokenID: "piv-1", slot: slot, publicKey: Data(), signCounter: 0, state: state, createdAt: Date())
+      tokenID: "piv-1", slot: slot, publicKey: Data(), signCounter: 0, state: state, createdAt: Date(),
+      credentialID: nil, hmacSalt: nil)
   }
 
   @Test func filesArePrivate() throws {

@@ -110,3 +110,27 @@ def test_key_removed(key):
     key.stop()
     r = tb(key, "pin", "status")
     assert r.returncode == 4
+
+
+def test_uaf_with_the_fido2_key(key, tmp_path):
+    """Register and authenticate with the FIDO2 key against the reference RP: the UAF key is derived from
+    hmac-secret, and the RP verifies standard ECDSA signatures."""
+    from test_uaf import RelyingParty
+    server = RelyingParty(tmp_path)
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        assert tb_raw("pin", "set", env=home, pins=["1234"]).returncode == 0
+        r = tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["0000", "1234"])
+        assert r.returncode == 0, r.stderr
+        assert "Wrong PIN; 7 tries left" in r.stderr
+        assert [x["aaid"] for x in server.registrations()] == ["7B1D#0002"]
+        for text in (None, "Pay 7 EUR"):
+            args = ["authenticate", "--username", "alice", "--server", server.url] + (["--transaction", text] if text else [])
+            r = tb_raw(*args, env=home, pins=["1234"])
+            assert r.returncode == 0, r.stderr
+        assert server.registrations()[0]["counter"] == 2
+        assert tb_raw("deregister", "--username", "alice", "--server", server.url, env=home).returncode == 0
+        assert server.registrations() == [] and json.loads(tb_raw("authenticators", "--json", env=home).stdout) == []
+    finally:
+        server.stop()

@@ -22,12 +22,15 @@ public struct AuthenticatorRecord: Codable, Equatable, Sendable, FetchableRecord
   public var server: String
   public var appID: String
   public var tokenID: String
-  /// PIV key reference (e.g. 0x82).
+  /// PIV key reference (e.g. 0x82); -1 for a FIDO2 key.
   public var slot: Int
   public var publicKey: Data
   public var signCounter: Int
   public var state: State
   public var createdAt: Date
+  /// FIDO2: the key's credential ID and the hmac-secret salt the UAF key is derived from (not secret).
+  public var credentialID: Data?
+  public var hmacSalt: Data?
 }
 
 /// An account: a username at a server, with its registered authenticators.
@@ -77,8 +80,11 @@ public final class LocalData: @unchecked Sendable {
         t.column("signCounter", .integer).notNull()
         t.column("state", .text).notNull()
         t.column("createdAt", .datetime).notNull()
-        t.uniqueKey(["tokenID", "slot"])
+        t.column("credentialID", .blob)
+        t.column("hmacSalt", .blob)
       }
+      // One record per PIV slot; FIDO2 records (slot -1) may be many per key.
+      try db.execute(sql: "CREATE UNIQUE INDEX authenticator_slot ON authenticator(tokenID, slot) WHERE slot >= 0")
     }
     return m
   }
@@ -114,7 +120,7 @@ public final class LocalData: @unchecked Sendable {
   /// Slots of `tokenID` this client owns (any state), by slot number.
   public func ownedSlots(tokenID: String) throws(LocalDataError) -> [Int: AuthenticatorRecord] {
     try read { db in
-      let rows = try AuthenticatorRecord.filter(Column("tokenID") == tokenID).fetchAll(db)
+      let rows = try AuthenticatorRecord.filter(Column("tokenID") == tokenID && Column("slot") >= 0).fetchAll(db)
       return Dictionary(uniqueKeysWithValues: rows.map { ($0.slot, $0) })
     }
   }
@@ -122,8 +128,10 @@ public final class LocalData: @unchecked Sendable {
   /// Writes the pending record for a slot (replacing an abandoned one), before the key is made.
   public func beginRegistration(_ record: AuthenticatorRecord) throws(LocalDataError) {
     try write { db in
-      try AuthenticatorRecord.filter(Column("tokenID") == record.tokenID && Column("slot") == record.slot)
-        .deleteAll(db)
+      if record.slot >= 0 {
+        try AuthenticatorRecord.filter(Column("tokenID") == record.tokenID && Column("slot") == record.slot)
+          .deleteAll(db)
+      }
       var r = record
       r.state = .pending
       try r.insert(db)
@@ -141,11 +149,13 @@ public final class LocalData: @unchecked Sendable {
     try setState(keyID, .registered)
   }
 
-  /// The slot stays ours (its key is dead): a later registration reuses it.
+  /// The slot stays ours (its key is dead): a later registration reuses it. A FIDO2 record is removed: its
+  /// key is derived, not stored, so nothing is left behind.
   public func abandon(_ keyID: String) throws(LocalDataError) {
     try write { db in
       guard var r = try AuthenticatorRecord.fetchOne(db, key: keyID) else { return }
       try r.delete(db)
+      guard r.slot >= 0 else { return }
       r.keyID = "slot:\(r.tokenID):\(String(r.slot, radix: 16))"
       r.state = .abandoned
       r.username = ""

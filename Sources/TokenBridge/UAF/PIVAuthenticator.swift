@@ -6,7 +6,23 @@ import UAFCore
 /// A PIV token as a UAF authenticator: a fresh P-256 key per registration in a slot of ours (retired slots
 /// 82-95 by default), signatures made by the card over SHA-256 of the KRD / SIGNED_DATA after PIN verification.
 /// Key protection HARDWARE|SECURE_ELEMENT, user verification PASSCODE, attachment EXTERNAL|WIRED.
-public final class PIVAuthenticator {
+/// A token acting as a UAF authenticator (PIV card or FIDO2 key).
+public protocol TokenAuthenticator {
+  var aaid: String { get }
+  var tokenInfo: TokenInfo { get }
+  func describe(keyIDs: [String]) -> AuthenticatorDescription
+  func register(
+    username: String, server: String, appID: String, finalChallengeHash: [UInt8], verifier: PinUserVerifier
+  ) throws(OperationError) -> (assertion: [UInt8], keyID: String)
+  func authenticate(
+    record: AuthenticatorRecord, finalChallengeHash: [UInt8], transaction: (text: String, bytes: [UInt8])?,
+    verifier: PinUserVerifier
+  ) throws(OperationError) -> [UInt8]
+  func destroyKey(_ record: AuthenticatorRecord, verifier: PinUserVerifier) throws(OperationError)
+}
+
+public final class PIVAuthenticator: TokenAuthenticator {
+  public var tokenInfo: TokenInfo { token.info }
   public let token: DiscoveredToken
   public let aaid: String
   let slots: [PIVSlot]
@@ -65,7 +81,8 @@ public final class PIVAuthenticator {
     let keyID = Base64URL.encode(keyIDBytes)
     let record = AuthenticatorRecord(
       keyID: keyID, aaid: aaid, username: username, server: server, appID: appID, tokenID: token.info.id,
-      slot: Int(slot.rawValue), publicKey: Data(), signCounter: 0, state: .pending, createdAt: Date())
+      slot: Int(slot.rawValue), publicKey: Data(), signCounter: 0, state: .pending, createdAt: Date(),
+      credentialID: nil, hmacSalt: nil)
     do { try localData.beginRegistration(record) } catch { throw .localData(error) }
     let session = token.session
     let data = localData

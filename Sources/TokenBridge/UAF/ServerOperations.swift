@@ -9,7 +9,8 @@ public struct ServerOperations {
   public var client: UAFClient
 
   public init(
-    configuration: Configuration, server: String, facetID: String?, localData: LocalData, tokens: [DiscoveredToken]
+    configuration: Configuration, server: String, facetID: String?, localData: LocalData, tokens: [DiscoveredToken],
+    fido2Keys: [DiscoveredFIDO2] = []
   ) throws(OperationError) {
     do { backend = try BackendClient(server: server, timeout: configuration.networkTimeout) } catch {
       throw .configuration(error)
@@ -18,6 +19,7 @@ public struct ServerOperations {
     client = UAFClient(
       configuration: configuration, facetID: facetID ?? configuration.facetID ?? backend.origin,
       server: backend.origin, localData: localData, tokens: tokens, fetchFacets: { try b.trustedFacets($0) })
+    client.fido2Keys = fido2Keys
   }
 
   /// Registers `username`; returns the new KeyID. Written pending before it is sent, confirmed after 1200.

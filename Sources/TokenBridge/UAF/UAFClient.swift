@@ -45,6 +45,7 @@ public struct UAFClient {
   public var server: String
   public var localData: LocalData
   public var tokens: [DiscoveredToken]
+  public var fido2Keys: [DiscoveredFIDO2] = []
   public var fetchFacets: (URL) throws -> TrustedFacetsList
   public var channelBinding = ChannelBinding()
   /// Asked when several tokens fit a registration; nil: refuse and list them.
@@ -62,8 +63,9 @@ public struct UAFClient {
     self.fetchFacets = fetchFacets
   }
 
-  func authenticators() -> [PIVAuthenticator] {
+  func authenticators() -> [any TokenAuthenticator] {
     tokens.map { PIVAuthenticator(token: $0, configuration: configuration, localData: localData) }
+      + fido2Keys.map { FIDO2Authenticator(key: $0, configuration: configuration, localData: localData) }
   }
 
   /// Processes a UAF request message; prompts through the given interactions.
@@ -101,9 +103,9 @@ public struct UAFClient {
     }
     let all = authenticators()
     let items = all.map { a in
-      let m = PolicyMatcher.match(r.policy, [a.describe()])
+      let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [])])
       return AuthenticatorItem(
-        token: a.token.info, aaid: a.aaid, isSupportedByHardware: true, isPolicyCompliant: !m.accepted.isEmpty,
+        token: a.tokenInfo, aaid: a.aaid, isSupportedByHardware: true, isPolicyCompliant: !m.accepted.isEmpty,
         reasons: m.reasons.values.flatMap { $0 })
     }
     let compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
@@ -114,11 +116,11 @@ public struct UAFClient {
     }
     var pick = compliant[0]
     if compliant.count > 1 {
-      guard let authenticatorSelector else { throw .ambiguous(compliant.map(\.token)) }
+      guard let authenticatorSelector else { throw .ambiguous(compliant.map { $0.token }) }
       do { pick = try authenticatorSelector.selectAuthenticator(from: items) } catch { throw mapInteraction(error) }
       guard pick.isPolicyCompliant else { throw .cancelled }
     }
-    guard let chosen = all.first(where: { $0.token.info.id == pick.token.id }) else { throw .cancelled }
+    guard let chosen = all.first(where: { $0.tokenInfo.id == pick.token.id }) else { throw .cancelled }
     let (fc, fch) = finalChallenge(appID, r.challenge)
     let (assertion, keyID) = try chosen.register(
       username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)
@@ -145,24 +147,25 @@ public struct UAFClient {
       throw .localData(error)
     }
     // Each (token, registration) pair is a candidate; the policy decides which.
-    var candidates: [(PIVAuthenticator, AuthenticatorRecord)] = []
+    var candidates: [(any TokenAuthenticator, AuthenticatorRecord)] = []
     var why: [String: [String]] = [:]
     for a in authenticators() {
-      let mine = records.filter { $0.tokenID == a.token.info.id && $0.aaid == a.aaid }
+      let mine = records.filter { $0.tokenID == a.tokenInfo.id && $0.aaid == a.aaid }
       if mine.isEmpty {
-        why[a.token.info.id, default: []].append("no registration for this server on it")
+        why[a.tokenInfo.id, default: []].append("no registration for this server on it")
         continue
       }
       for rec in mine {
         let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [rec.keyID])])
         if m.accepted.isEmpty {
-          why[a.token.info.id, default: []] += m.reasons.values.flatMap { $0 }
+          why[a.tokenInfo.id, default: []] += m.reasons.values.flatMap { $0 }
         } else {
           candidates.append((a, rec))
         }
       }
     }
-    let absent = records.filter { rec in !tokens.contains { $0.info.id == rec.tokenID } }
+    let present = Set(tokens.map(\.info.id) + fido2Keys.map(\.info.id))
+    let absent = records.filter { !present.contains($0.tokenID) }
     for rec in absent { why["\(rec.username) on \(rec.tokenID)", default: []].append("that token is not plugged in") }
     guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why) }
     var chosen = candidates[0]
@@ -192,7 +195,7 @@ public struct UAFClient {
           && (entry.keyID.isEmpty || entry.keyID == rec.keyID)
       }
       for rec in hits where !removed.contains(rec.keyID) {
-        if let a = authenticators().first(where: { $0.token.info.id == rec.tokenID }) {
+        if let a = authenticators().first(where: { $0.tokenInfo.id == rec.tokenID }) {
           try a.destroyKey(rec, verifier: verifier)
         } else {
           // Token absent: forget it locally; the slot stays recorded as ours and is reused later.
@@ -204,7 +207,7 @@ public struct UAFClient {
     return UAFClientResult(op: .dereg, responseMessage: nil, removed: removed)
   }
 
-  func reasons(_ r: [String: [String]], _ all: [PIVAuthenticator]) -> [String: [String]] {
-    all.isEmpty ? ["(none)": ["no PIV token is plugged in"]] : r
+  func reasons(_ r: [String: [String]], _ all: [any TokenAuthenticator]) -> [String: [String]] {
+    all.isEmpty ? ["(none)": ["no token (PIV card or FIDO2 key) is plugged in"]] : r
   }
 }

@@ -35,13 +35,14 @@ struct UAFContext {
     prompter = Prompter(pinFD: options.pinFd, assumeYes: options.yes, timeout: options.timeout)
   }
 
-  /// Tokens present (only the one named by --token, when given).
-  func tokens(_ options: GlobalOptions) throws -> [DiscoveredToken] {
-    let found = try TokenDiscovery(trace: options.traceSink, includePUK: false).discover().found
-    guard let id = options.token else { return found }
-    let hit = found.filter { $0.info.id == id }
-    if hit.isEmpty { throw OperationError.tokenNotFound(id, available: found.map(\.info)) }
-    return hit
+  /// Tokens present, PIV cards and FIDO2 keys (only the one named by --token, when given).
+  func tokens(_ options: GlobalOptions) throws -> (piv: [DiscoveredToken], fido2: [DiscoveredFIDO2]) {
+    let result = try TokenDiscovery(trace: options.traceSink, includePUK: false).discover()
+    guard let id = options.token else { return (result.found, result.fido2Found) }
+    let piv = result.found.filter { $0.info.id == id }
+    let fido2 = result.fido2Found.filter { $0.info.id == id }
+    if piv.isEmpty && fido2.isEmpty { throw OperationError.tokenNotFound(id, available: result.tokens) }
+    return (piv, fido2)
   }
 
   func server(_ s: ServerOptions) throws -> String {
@@ -50,9 +51,10 @@ struct UAFContext {
   }
 
   func operations(_ options: GlobalOptions, _ s: ServerOptions) throws -> ServerOperations {
+    let (piv, fido2) = try tokens(options)
     var ops = try ServerOperations(
-      configuration: configuration, server: try server(s), facetID: s.facetId, localData: localData,
-      tokens: try tokens(options))
+      configuration: configuration, server: try server(s), facetID: s.facetId, localData: localData, tokens: piv,
+      fido2Keys: fido2)
     if prompter.canAsk { ops.client.authenticatorSelector = TerminalAuthenticatorSelector(prompter: prompter) }
     return ops
   }
@@ -203,7 +205,7 @@ struct Authenticators: ParsableCommand {
       let rows = try ctx.localData.authenticators(includeAll: all).map {
         Row(
           keyID: $0.keyID, aaid: $0.aaid, username: $0.username, server: $0.server, token: $0.tokenID,
-          slot: String($0.slot, radix: 16), state: $0.state.rawValue, signCounter: $0.signCounter)
+          slot: $0.slot >= 0 ? String($0.slot, radix: 16) : "-", state: $0.state.rawValue, signCounter: $0.signCounter)
       }
       if options.json {
         print(Render.json(rows))
@@ -300,7 +302,7 @@ struct UAFProcess: ParsableCommand {
       }
       var client = UAFClient(
         configuration: ctx.configuration, facetID: facet, server: facet, localData: ctx.localData,
-        tokens: try ctx.tokens(options),
+        tokens: try ctx.tokens(options).piv,
         fetchFacets: { url in
           try BackendClient(server: "\(url.scheme!)://\(url.host!)\(url.port.map { ":\($0)" } ?? "")").trustedFacets(
             url)

@@ -1,0 +1,161 @@
+import Crypto
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// A FIDO2 key as a UAF authenticator. FIDO2 keys cannot sign arbitrary bytes, so the UAF P-256 key is derived:
+/// per registration a credential with hmac-secret and a random salt; the key's hmac-secret output for that salt,
+/// through HKDF-SHA-256, is the UAF private key. UAF signatures stay standard ECDSA; nothing secret is stored
+/// (the salt and credential ID are not secret, the output exists only while signing).
+public final class FIDO2Authenticator: TokenAuthenticator {
+  public let key: DiscoveredFIDO2
+  public let aaid: String
+  let localData: LocalData
+  let timeout: Double
+  /// The relying-party ID of TokenBridge's own FIDO2 credentials (never a website's).
+  static let rpID = "tokenbridge.uaf"
+
+  public var tokenInfo: TokenInfo { key.info }
+
+  public init(key: DiscoveredFIDO2, configuration: Configuration, localData: LocalData) {
+    self.key = key
+    self.aaid = configuration.fido2AAID
+    self.localData = localData
+    self.timeout = configuration.interactionTimeout
+  }
+
+  public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
+    AuthenticatorDescription(
+      aaid: aaid, description: "\(key.info.name) (\(key.info.id))",
+      userVerification: UAFConstant.userVerifyPasscode | UAFConstant.userVerifyPresence, keyIDs: keyIDs)
+  }
+
+  /// HKDF-SHA-256(IKM: hmac-secret output, salt: the registration's salt, info: label) → a P-256 scalar.
+  static func derivedKey(_ output: [UInt8], salt: [UInt8]) -> P256.Signing.PrivateKey? {
+    for counter in UInt8(0)..<4 {  // a derived value ≥ n is practically impossible; retry with a counter anyway
+      let k = HKDF<SHA256>.deriveKey(
+        inputKeyMaterial: SymmetricKey(data: output), salt: salt,
+        info: Array("TokenBridge UAF P-256 key".utf8) + [counter], outputByteCount: 32)
+      if let key = k.withUnsafeBytes({ try? P256.Signing.PrivateKey(rawRepresentation: $0) }) { return key }
+    }
+    return nil
+  }
+
+  /// Runs `body` with the PIN (asked with tries shown; a wrong one recoverable), for keys with a PIN set.
+  func withPIN<T>(
+    purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
+    _ body: (String?) throws(TokenError) -> T
+  ) throws(OperationError) -> T {
+    let info: FIDO2Info
+    do { info = try key.session.info() } catch { throw .token(error) }
+    guard info.pinIsSet else { throw .token(.pinNotSet) }
+    var lastError: PinVerificationRecoverableError?
+    while true {
+      let status: PINStatus
+      do { status = try key.session.pinStatus() } catch { throw .token(error) }
+      if status.isBlocked { throw .blocked(.pin, token: key.info) }
+      let context = PinVerificationContext(
+        token: key.info, protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError != nil),
+        status: status, lastRecoverableError: lastError, transactionText: transaction, purpose: purpose)
+      let pin: Secret
+      do { pin = try verifier.providePin(context) } catch { throw mapInteraction(error) }
+      guard let normalized = PasswordPolicy.normalized(pin.bytes), !normalized.isEmpty, normalized.count <= 63 else {
+        lastError = .invalidPin(reason: "it is empty, longer than 63 bytes or not UTF-8")
+        continue
+      }
+      if context.protection.isLastAttempt {
+        let yes: Bool
+        do { yes = try verifier.confirmLastAttempt(context) } catch { throw mapInteraction(error) }
+        guard yes else { throw .cancelled }
+      }
+      do {
+        return try body(String(decoding: normalized, as: UTF8.self))
+      } catch .wrongPIN(_, let left) {
+        lastError = .wrongPin(retriesLeft: left)
+      } catch .needsReinsertion {
+        if let notifier = verifier as? ReinsertionNotifier {
+          try PasswordChange(interactionTimeout: timeout).waitForReinsertion(key, notifier)
+          lastError = nil
+        } else {
+          throw .token(.needsReinsertion)
+        }
+      } catch .pinBlocked {
+        throw .blocked(.pin, token: key.info)
+      } catch {
+        throw .token(error)
+      }
+    }
+  }
+
+  public func register(
+    username: String, server: String, appID: String, finalChallengeHash: [UInt8], verifier: PinUserVerifier
+  ) throws(OperationError) -> (assertion: [UInt8], keyID: String) {
+    let keyIDBytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
+    let keyID = Base64URL.encode(keyIDBytes)
+    let salt = (0..<32).map { _ in UInt8.random(in: 0...255) }
+    let session = key.session
+    let (credentialID, output) = try withPIN(purpose: "register \(username) (touch the key twice)", verifier: verifier)
+    {
+      (pin) throws(TokenError) -> ([UInt8], [UInt8]) in
+      let cdh = Array(SHA256.hash(data: keyIDBytes))
+      let id = try session.makeCredential(rpID: Self.rpID, clientDataHash: cdh, userID: keyIDBytes, pin: pin)
+      let out = try session.hmacSecret(rpID: Self.rpID, clientDataHash: cdh, credentialID: id, salt: salt, pin: pin)
+      return (id, out)
+    }
+    guard let uafKey = Self.derivedKey(output, salt: salt) else {
+      throw .token(.malformedResponse(operation: "hmac-secret"))
+    }
+    let point = Array(uafKey.publicKey.x963Representation)
+    let record = AuthenticatorRecord(
+      keyID: keyID, aaid: aaid, username: username, server: server, appID: appID, tokenID: key.info.id, slot: -1,
+      publicKey: Data(point), signCounter: 0, state: .pending, createdAt: Date(), credentialID: Data(credentialID),
+      hmacSalt: Data(salt))
+    do { try localData.beginRegistration(record) } catch { throw .localData(error) }
+    let krd = RegistrationAssertion.keyRegistrationData(
+      aaid: aaid, info: AssertionInfo(authenticationMode: 1, publicKeyAlgAndEncoding: UAFAlgorithm.eccX962Raw),
+      finalChallengeHash: finalChallengeHash, keyID: keyIDBytes, publicKey: point)
+    guard let signature = try? uafKey.signature(for: krd).derRepresentation else {
+      try? localData.abandon(keyID)
+      throw .token(.malformedResponse(operation: "signature"))
+    }
+    return (RegistrationAssertion.assemble(krd: krd, signature: Array(signature)), keyID)
+  }
+
+  public func authenticate(
+    record: AuthenticatorRecord, finalChallengeHash: [UInt8], transaction: (text: String, bytes: [UInt8])?,
+    verifier: PinUserVerifier
+  ) throws(OperationError) -> [UInt8] {
+    guard let keyIDBytes = Base64URL.decode(record.keyID), let credentialID = record.credentialID,
+      let salt = record.hmacSalt
+    else { throw .localData(.notFound(record.keyID)) }
+    let session = key.session
+    let output = try withPIN(
+      purpose: "sign in as \(record.username) (then touch the key)",
+      transaction: transaction.map { TransactionContent.sanitized($0.text) }, verifier: verifier
+    ) { (pin) throws(TokenError) -> [UInt8] in
+      try session.hmacSecret(
+        rpID: Self.rpID, clientDataHash: Array(SHA256.hash(data: keyIDBytes)), credentialID: Array(credentialID),
+        salt: Array(salt), pin: pin)
+    }
+    guard let uafKey = Self.derivedKey(output, salt: Array(salt)),
+      Array(uafKey.publicKey.x963Representation) == Array(record.publicKey)
+    else { throw .token(.unsupported("this registration (the key derives another public key: wrong key?)")) }
+    let counter: UInt32
+    do { counter = try localData.nextSignCounter(record.keyID) } catch { throw .localData(error) }
+    let signedData = AuthenticationAssertion.signedData(
+      aaid: aaid, info: AssertionInfo(authenticationMode: transaction == nil ? 1 : 2),
+      nonce: (0..<8).map { _ in UInt8.random(in: 0...255) }, finalChallengeHash: finalChallengeHash,
+      transactionContentHash: transaction.map { Array(SHA256.hash(data: $0.bytes)) } ?? [], keyID: keyIDBytes,
+      signCounter: counter)
+    guard let signature = try? uafKey.signature(for: signedData).derRepresentation else {
+      throw .token(.malformedResponse(operation: "signature"))
+    }
+    return AuthenticationAssertion.assemble(signedData: signedData, signature: Array(signature))
+  }
+
+  /// The FIDO2 credential stays on the key (non-resident: it is only a handle); forgetting the salt and
+  /// credential ID makes the UAF key underivable.
+  public func destroyKey(_ record: AuthenticatorRecord, verifier: PinUserVerifier) throws(OperationError) {
+    do { try localData.abandon(record.keyID) } catch { throw .localData(error) }
+  }
+}

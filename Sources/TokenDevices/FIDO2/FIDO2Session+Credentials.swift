@@ -1,0 +1,62 @@
+import CFido2
+
+/// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5) through libfido2.
+extension FIDO2Session {
+  /// Creates a non-resident ES256 credential with hmac-secret for `rpID`; returns its credential ID.
+  /// `pin` nil: no user verification (the key may still want a touch).
+  public func makeCredential(rpID: String, clientDataHash: [UInt8], userID: [UInt8], pin: String?) throws(TokenError)
+    -> [UInt8]
+  {
+    guard let cred = fido_cred_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
+    defer {
+      var c: OpaquePointer? = cred
+      fido_cred_free(&c)
+    }
+    var rc = fido_cred_set_type(cred, COSE_ES256)
+    if rc == FIDO_OK { rc = fido_cred_set_clientdata_hash(cred, clientDataHash, clientDataHash.count) }
+    if rc == FIDO_OK { rc = fido_cred_set_rp(cred, rpID, "TokenBridge") }
+    if rc == FIDO_OK { rc = fido_cred_set_user(cred, userID, userID.count, "tokenbridge", "TokenBridge UAF", nil) }
+    if rc == FIDO_OK { rc = fido_cred_set_extensions(cred, FIDO_EXT_HMAC_SECRET) }
+    if rc == FIDO_OK { rc = fido_cred_set_rk(cred, FIDO_OPT_FALSE) }
+    guard rc == FIDO_OK else { throw .fido2(rc, operation: "makeCredential") }
+    trace?("fido2 > makeCredential rp=\(rpID) hmac-secret")
+    rc = pin.map { p in p.withCString { fido_dev_make_cred(dev, cred, $0) } } ?? fido_dev_make_cred(dev, cred, nil)
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    guard rc == FIDO_OK else { throw pinAwareError(rc, "makeCredential") }
+    guard let id = fido_cred_id_ptr(cred) else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
+    return Array(UnsafeBufferPointer(start: id, count: fido_cred_id_len(cred)))
+  }
+
+  /// An assertion with `credentialID`; returns the decrypted hmac-secret output for `salt` (32 bytes).
+  public func hmacSecret(rpID: String, clientDataHash: [UInt8], credentialID: [UInt8], salt: [UInt8], pin: String?)
+    throws(TokenError) -> [UInt8]
+  {
+    guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
+    defer {
+      var x: OpaquePointer? = a
+      fido_assert_free(&x)
+    }
+    var rc = fido_assert_set_clientdata_hash(a, clientDataHash, clientDataHash.count)
+    if rc == FIDO_OK { rc = fido_assert_set_rp(a, rpID) }
+    if rc == FIDO_OK { rc = fido_assert_allow_cred(a, credentialID, credentialID.count) }
+    if rc == FIDO_OK { rc = fido_assert_set_extensions(a, FIDO_EXT_HMAC_SECRET) }
+    if rc == FIDO_OK { rc = fido_assert_set_hmac_salt(a, salt, salt.count) }
+    if rc == FIDO_OK { rc = fido_assert_set_up(a, FIDO_OPT_TRUE) }
+    guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
+    trace?("fido2 > getAssertion rp=\(rpID) hmac-secret")
+    rc = pin.map { p in p.withCString { fido_dev_get_assert(dev, a, $0) } } ?? fido_dev_get_assert(dev, a, nil)
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    guard rc == FIDO_OK else { throw pinAwareError(rc, "getAssertion") }
+    guard let p = fido_assert_hmac_secret_ptr(a, 0), fido_assert_hmac_secret_len(a, 0) == 32 else {
+      throw .unsupported("hmac-secret (the key returned no output)")
+    }
+    return Array(UnsafeBufferPointer(start: p, count: 32))
+  }
+
+  /// A wrong PIN reports the tries left, read right after.
+  func pinAwareError(_ rc: Int32, _ operation: String) -> TokenError {
+    if rc == FIDO_ERR_PIN_INVALID { return .wrongPIN(.pin, retriesLeft: (try? pinRetries()) ?? 0) }
+    if rc == FIDO_ERR_NO_CREDENTIALS { return .slotEmpty(0) }
+    return Self.error(rc, operation)
+  }
+}
