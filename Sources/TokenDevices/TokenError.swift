@@ -33,6 +33,10 @@ public enum TokenError: Error, Equatable, Sendable {
   case unsupported(String)
   /// The FIDO2 key has no PIN yet (set one first).
   case pinNotSet
+  /// Nobody touched the key in time.
+  case touchTimeout
+  /// The touch was refused on the key.
+  case touchDenied
   /// Any other libfido2 status (`fido_strerr` says what), for `operation`.
   case fido2(Int32, operation: String)
 }

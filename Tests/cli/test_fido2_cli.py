@@ -134,3 +134,38 @@ def test_uaf_with_the_fido2_key(key, tmp_path):
         assert server.registrations() == [] and json.loads(tb_raw("authenticators", "--json", env=home).stdout) == []
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("presence,code,text", [("timeout", 14, "not touched in time"), ("deny", 3, "touch denied")])
+def test_touch_timeout_and_denial(tmp_path, presence, code, text):
+    from test_uaf import RelyingParty
+    k = Key(tmp_path, "--presence", presence)
+    server = RelyingParty(tmp_path)
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": k.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        assert tb_raw("pin", "set", env=home, pins=["1234"]).returncode == 0
+        r = tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["1234"])
+        assert r.returncode == code and text in r.stderr, r.stderr
+        assert server.registrations() == []
+        assert json.loads(tb_raw("authenticators", "--all", "--json", env=home).stdout) == []
+    finally:
+        server.stop()
+        k.stop()
+
+
+def test_key_removed_at_the_pin_prompt(key):
+    assert tb(key, "pin", "set", pins=["1234"]).returncode == 0
+    child = pexpect.spawn(TOKENBRIDGE, ["pin", "change"], env=dict(os.environ, TOKENBRIDGE_VIRTUAL_FIDO=key.sock),
+                          encoding="utf-8", timeout=30)
+    child.expect("Current PIN: ")
+    key.stop()
+    child.sendline("1234")
+    child.expect("New PIN: ")
+    child.sendline("56789")
+    child.expect("Repeat new PIN: ")
+    child.sendline("56789")
+    child.expect("removed")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 10

@@ -56,6 +56,8 @@ extension FIDO2Session {
   /// A wrong PIN reports the tries left, read right after.
   func pinAwareError(_ rc: Int32, _ operation: String) -> TokenError {
     if rc == FIDO_ERR_PIN_INVALID { return .wrongPIN(.pin, retriesLeft: (try? pinRetries()) ?? 0) }
+    // libfido2 reports a failed key-agreement step as FIDO_ERR_INTERNAL: a key that no longer answers is gone.
+    if rc == FIDO_ERR_INTERNAL, (try? pinRetries()) == nil { return .smartCard(.cardRemoved(reader: ref.path)) }
     if rc == FIDO_ERR_NO_CREDENTIALS { return .slotEmpty(0) }
     return Self.error(rc, operation)
   }

@@ -145,8 +145,7 @@ public final class FIDO2Session {
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else {
-      if rc == FIDO_ERR_PIN_INVALID { throw .wrongPIN(.pin, retriesLeft: (try? pinRetries()) ?? 0) }
-      throw Self.error(rc, old == nil ? "setPIN" : "changePIN")
+      throw pinAwareError(rc, old == nil ? "setPIN" : "changePIN")
     }
   }
 
@@ -158,6 +157,8 @@ public final class FIDO2Session {
     case FIDO_ERR_PIN_POLICY_VIOLATION: .pinFormat(.pin, reason: "the key's PIN policy refuses it")
     case FIDO_ERR_PIN_NOT_SET: .pinNotSet
     case FIDO_ERR_TX, FIDO_ERR_RX: .smartCard(.cardRemoved(reader: ""))
+    case FIDO_ERR_USER_ACTION_TIMEOUT, FIDO_ERR_ACTION_TIMEOUT: .touchTimeout
+    case FIDO_ERR_OPERATION_DENIED: .touchDenied
     default: .fido2(rc, operation: operation)
     }
   }
