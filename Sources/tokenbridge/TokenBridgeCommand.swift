@@ -51,9 +51,12 @@ struct GlobalOptions: ParsableArguments {
   func prompter() -> Prompter { Prompter(pinFD: pinFd, assumeYes: yes, timeout: timeout) }
 
   /// Finds the token to work on; asks on the terminal when there are several and none is named.
+  /// PIV commands (keys): FIDO2 keys are not even enumerated.
   func chooseToken(_ prompter: Prompter, includePUK: Bool = false) throws -> DiscoveredToken {
     let selector = prompter.terminal.map(TerminalTokenSelector.init)
-    return try TokenSelection(trace: traceSink, includePUK: includePUK).choose(id: token, selector: selector)
+    var selection = TokenSelection(trace: traceSink, includePUK: includePUK)
+    selection.discovery.includeFIDO2 = false
+    return try selection.choose(id: token, selector: selector)
   }
 
   /// Finds a token of either kind (PIV card or FIDO2 key).

@@ -127,6 +127,7 @@ struct FIDO2: ParsableCommand {
   @Option(help: "User presence: auto (touch at once), deny, timeout.") var presence = "auto"
   @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Write the process id here once running.") var pidFile: String?
+  @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
 
   func validate() throws {
     guard UserPresence(rawValue: presence) != nil else {
@@ -150,6 +151,7 @@ struct FIDO2: ParsableCommand {
       do { try s.save(url) } catch { log("cannot save state: \(error)") }
     }
     let server = CTAPHIDServer(key: key, path: socket, log: log)
+    server.logRequests = logRequests
     let queue = DispatchQueue(label: "signals")
     var sources: [DispatchSourceSignal] = []
     for (sig, action) in [(SIGUSR1, { server.replug() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() })]

@@ -54,9 +54,15 @@ public struct PasswordChange {
     let policy = PasswordPolicy(minPINLength: info.minPINLength)
     var lastError: PinChangeRecoverableError?
     var confirmed = false
+    var known = token.info.pin  // read by discovery a moment ago; afterwards read before every attempt
     while true {
       let status: PINStatus
-      do { status = try token.session.pinStatus() } catch { throw .token(error) }
+      if let k = known {
+        status = k
+      } else {
+        do { status = try token.session.pinStatus() } catch { throw .token(error) }
+      }
+      known = nil
       if status.isBlocked { throw .blocked(.pin, token: token.info) }
       let context = PinChangeContext(
         token: token.info, operation: .changePIN, policy: policy,
@@ -117,7 +123,9 @@ public struct PasswordChange {
     throw .timedOut
   }
 
+  /// getInfo as discovery read it a moment ago (read again only if missing).
   func fido2Info(_ token: DiscoveredFIDO2) throws(OperationError) -> FIDO2Info {
+    if let info = token.info.fido2 { return info }
     do { return try token.session.info() } catch { throw .token(error) }
   }
 

@@ -20,6 +20,8 @@ public final class CTAPHIDServer: @unchecked Sendable {
   /// One request at a time across all connections (a real key has one processor).
   let busy = NSLock()
   var stopped = false
+  /// Log every complete CTAPHID request (`Tools/bench` counts them).
+  public var logRequests = false
 
   public init(key: VirtualFIDO2Key, path: String, log: @escaping (String) -> Void) {
     self.key = key
@@ -115,6 +117,10 @@ public final class CTAPHIDServer: @unchecked Sendable {
   }
 
   func handle(_ c: Int32, _ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
+    if logRequests {
+      let sub = cmd == 0x90 ? String(format: " ctap=0x%02x", data.first ?? 0) : ""
+      log(String(format: "request cmd=0x%02x", cmd) + sub)
+    }
     if cmd == 0x86 {  // INIT
       guard data.count == 8 else { return sendError(c, cid, 0x03) }
       var newCID = cid
