@@ -33,6 +33,8 @@ public enum TokenError: Error, Equatable, Sendable {
   case unsupported(String)
   /// The FIDO2 key has no PIN yet (set one first).
   case pinNotSet
+  /// The FIDO2 key wants its PIN changed before the PIN is used (getInfo forcePINChange).
+  case pinChangeRequired
   /// Nobody touched the key in time.
   case touchTimeout
   /// The touch was refused on the key.

@@ -128,6 +128,7 @@ struct FIDO2: ParsableCommand {
   @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Write the process id here once running.") var pidFile: String?
   @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
+  @Flag(help: "Start with forcePINChange set (the PIN must be changed before it is used).") var forcePinChange = false
 
   func validate() throws {
     guard UserPresence(rawValue: presence) != nil else {
@@ -139,7 +140,9 @@ struct FIDO2: ParsableCommand {
     let url = URL(fileURLWithPath: state)
     let initial: FIDO2State
     do {
-      initial = try FIDO2State.load(url) ?? .factory()
+      var state = try FIDO2State.load(url) ?? .factory()
+      if forcePinChange { state.forcePINChange = true }
+      initial = state
       try initial.save(url)
     } catch {
       throw ValidationError("cannot use state file \(state): \(error.localizedDescription)")

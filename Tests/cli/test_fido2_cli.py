@@ -169,3 +169,73 @@ def test_key_removed_at_the_pin_prompt(key):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 10
+
+
+def test_force_pin_change_leads_into_pin_change(tmp_path):
+    from test_uaf import RelyingParty
+    k = Key(tmp_path)
+    assert tb(k, "pin", "set", pins=["1234"]).returncode == 0
+    k.stop()
+    os.path.exists(k.sock) and os.unlink(k.sock)
+    k.args = ("--force-pin-change",)
+    k.start()
+    server = RelyingParty(tmp_path)
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": k.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        assert "asks for a new PIN" in tb(k, "pin", "status").stdout
+        r = tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["1234"])
+        assert r.returncode == 16 and "pin change" in r.stderr
+        assert tb(k, "pin", "change", pins=["1234", "98765"]).returncode == 0
+        assert "asks for a new PIN" not in tb(k, "pin", "status").stdout
+        assert tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["98765"]).returncode == 0
+    finally:
+        server.stop()
+        k.stop()
+
+
+FAKE_KEY = r'''
+import os, socket, struct, sys
+path, mode = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(path); s.listen(4)
+open(path + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    try:
+        while True:
+            f = c.recv(65)
+            if not f: break
+            if len(f) == 65: f = f[1:]
+            cid, cmd = f[:4], f[4]
+            if cmd == 0x86:  # INIT: a correct answer
+                body = f[7:15] + b"\x00\x00\x00\x07" + bytes([2, 0, 2, 1, 0x0D])
+            elif mode == "garbage-cbor":
+                body = b"\x00" + os.urandom(40)  # status OK, then random bytes as CBOR
+            elif mode == "truncated":
+                body = b"\x00\xa5\x01"  # a map that ends too soon
+            else:  # "wrong-cmd": answer with another command byte
+                c.send((cid + bytes([0x83, 0, 1, 0])).ljust(64, b"\0")); continue
+            c.send((cid + bytes([cmd, len(body) >> 8, len(body) & 255]) + body[:57]).ljust(64, b"\0"))
+    except OSError:
+        pass
+    c.close()
+'''
+
+
+@pytest.mark.parametrize("mode", ["garbage-cbor", "truncated", "wrong-cmd"])
+def test_malformed_answers_from_a_key_are_errors_not_crashes(tmp_path, mode):
+    import subprocess
+    import sys
+    path = str(tmp_path / "bad.sock")
+    fake = subprocess.Popen([sys.executable, "-c", FAKE_KEY, path, mode])
+    try:
+        from conftest import wait_until
+        wait_until(lambda: os.path.exists(path + ".ready"), "fake key")
+        r = tb_raw("tokens", env={"TOKENBRIDGE_VIRTUAL_FIDO": path})
+        assert r.returncode in (0, 4), r.stderr
+        assert "fido2-bad-sock" not in r.stdout.split("(")[0]  # not listed as a usable key
+        r = tb_raw("pin", "status", "--token", "fido2-bad-sock", env={"TOKENBRIDGE_VIRTUAL_FIDO": path})
+        assert r.returncode == 4 and "Traceback" not in r.stderr
+    finally:
+        fake.kill()

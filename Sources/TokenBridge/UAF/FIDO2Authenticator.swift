@@ -49,6 +49,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     let info: FIDO2Info
     do { info = try key.session.info() } catch { throw .token(error) }
     guard info.pinIsSet else { throw .token(.pinNotSet) }
+    guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
     var lastError: PinVerificationRecoverableError?
     while true {
       let status: PINStatus

@@ -104,6 +104,8 @@ enum ErrorReport {
     case .needsReinsertion:
       return ("Too many wrong PINs in a row: remove and re-insert your key, then try again.", .needsReinsertion)
     case .pinNotSet: return ("This key has no PIN yet. Set one: tokenbridge pin set", .pinNotSet)
+    case .pinChangeRequired:
+      return ("The key wants a new PIN before it is used: tokenbridge pin change", .pinNotSet)
     case .touchTimeout: return ("The key was not touched in time; nothing was done.", .timedOut)
     case .touchDenied: return ("The key refused the request (touch denied); nothing was done.", .cancelled)
     case .fido2(let code, let op):

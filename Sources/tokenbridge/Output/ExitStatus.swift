@@ -47,7 +47,7 @@ enum ExitStatus: Int32, CaseIterable {
     case .slotOccupied: "the key slot already holds a key and overwriting was not confirmed"
     case .timedOut: "no answer within the interaction timeout"
     case .needsReinsertion: "a FIDO2 key wants to be removed and re-inserted (too many wrong PINs in a row)"
-    case .pinNotSet: "the FIDO2 key has no PIN yet (tokenbridge pin set)"
+    case .pinNotSet: "the FIDO2 key has no PIN yet (tokenbridge pin set), or wants it changed (pin change)"
     case .serverRefused: "the server refused the operation (its UAF status code is in the message)"
     case .serverUnreachable: "the server could not be reached, timed out, or answered an HTTP error"
     case .noSuitableAuthenticator: "no token here fits the server's policy (the message says why, per token)"
