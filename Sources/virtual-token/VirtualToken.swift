@@ -88,19 +88,11 @@ struct PIV: ParsableCommand {
     let link = VPCDLink(host: host, port: port, card: card, log: log)
     link.inserted = !removed
 
-    let queue = DispatchQueue(label: "signals")
-    var sources: [DispatchSourceSignal] = []
-    for (sig, action) in [
-      (SIGUSR1, { link.inserted = false }), (SIGUSR2, { link.inserted = true }),
-      (SIGTERM, { link.stop() }), (SIGINT, { link.stop() }),
-    ] as [(Int32, () -> Void)] {
-      signal(sig, SIG_IGN)
-      let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-      src.setEventHandler(handler: action)
-      src.resume()
-      sources.append(src)
-    }
-    if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+    let sources = handleSignals(
+      [
+        (SIGUSR1, { link.inserted = false }), (SIGUSR2, { link.inserted = true }),
+        (SIGTERM, { link.stop() }), (SIGINT, { link.stop() }),
+      ], pidFile: pidFile)
     log("virtual PIV card (serial \(initial.serial), state \(state)) for vpcd at \(host):\(port)")
     link.run()
     withExtendedLifetime(sources) {}
@@ -155,20 +147,24 @@ struct FIDO2: ParsableCommand {
     }
     let server = CTAPHIDServer(key: key, path: socket, log: log)
     server.logRequests = logRequests
-    let queue = DispatchQueue(label: "signals")
-    var sources: [DispatchSourceSignal] = []
-    for (sig, action) in [(SIGUSR1, { server.replug() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() })]
-      as [(Int32, () -> Void)]
-    {
-      signal(sig, SIG_IGN)
-      let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-      src.setEventHandler(handler: action)
-      src.resume()
-      sources.append(src)
-    }
-    if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+    let sources = handleSignals(
+      [(SIGUSR1, { server.replug() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() })], pidFile: pidFile)
     log("virtual FIDO2 key on \(socket) (state \(state))")
     do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }
     withExtendedLifetime(sources) {}
   }
+}
+
+/// Turns signals into actions on a queue (kept alive by the returned sources) and writes the pid file.
+func handleSignals(_ actions: [(Int32, () -> Void)], pidFile: String?) -> [DispatchSourceSignal] {
+  let queue = DispatchQueue(label: "signals")
+  let sources = actions.map { sig, action in
+    signal(sig, SIG_IGN)
+    let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+    src.setEventHandler(handler: action)
+    src.resume()
+    return src
+  }
+  if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+  return sources
 }
