@@ -35,6 +35,8 @@ public enum TokenError: Error, Equatable, Sendable {
   case pinNotSet
   /// The FIDO2 key wants its PIN changed before the PIN is used (getInfo forcePINChange).
   case pinChangeRequired
+  /// The operation was cancelled while the key waited (Ctrl-C → CTAPHID_CANCEL).
+  case cancelled
   /// Nobody touched the key in time.
   case touchTimeout
   /// The touch was refused on the key.

@@ -111,12 +111,13 @@ struct FIDO2: ParsableCommand {
     discussion: """
       Clients: libfido2 through its custom I/O hooks (tokenbridge: TOKENBRIDGE_VIRTUAL_FIDO=<socket>), \
       python-fido2 through a CtapHidConnection. No PIN at first; 8 PIN tries, 3 wrong in a row need a replug. \
-      Signals: SIGUSR1 replugs (power cycle), SIGTERM/SIGINT stop.
+      Signals: SIGUSR1 replugs (power cycle), SIGUSR2 touches it (--presence wait), SIGTERM/SIGINT stop.
       """)
 
   @Option(help: "Unix socket path to listen on.") var socket: String
   @Option(help: "State file (created factory-fresh if missing).") var state: String
-  @Option(help: "User presence: auto (touch at once), deny, timeout.") var presence = "auto"
+  @Option(help: "User presence: auto (touch at once), deny, timeout, wait (touch with SIGUSR2).")
+  var presence = "auto"
   @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Write the process id here once running.") var pidFile: String?
   @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
@@ -148,7 +149,10 @@ struct FIDO2: ParsableCommand {
     let server = CTAPHIDServer(key: key, path: socket, log: log)
     server.logRequests = logRequests
     let sources = handleSignals(
-      [(SIGUSR1, { server.replug() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() })], pidFile: pidFile)
+      [
+        (SIGUSR1, { server.replug() }), (SIGUSR2, { key.touchNow() }), (SIGTERM, { server.stop() }),
+        (SIGINT, { server.stop() }),
+      ], pidFile: pidFile)
     log("virtual FIDO2 key on \(socket) (state \(state))")
     do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }
     withExtendedLifetime(sources) {}

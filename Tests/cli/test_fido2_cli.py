@@ -2,6 +2,7 @@
 status/set/change with the password policy, the cool-down that needs a replug, and python-fido2 checking the
 result."""
 import json
+import signal
 import os
 import re
 import time
@@ -239,3 +240,39 @@ def test_malformed_answers_from_a_key_are_errors_not_crashes(tmp_path, mode):
         assert r.returncode == 4 and "Traceback" not in r.stderr
     finally:
         fake.kill()
+
+
+def test_touch_cue_and_ctrl_c_cancels_on_the_key(tmp_path):
+    from test_uaf import RelyingParty
+    k = Key(tmp_path, "--presence", "wait")
+    server = RelyingParty(tmp_path)
+    env = dict(os.environ, TOKENBRIDGE_VIRTUAL_FIDO=k.sock, XDG_DATA_HOME=str(tmp_path / "d"),
+               XDG_CONFIG_HOME=str(tmp_path / "c"))
+    try:
+        assert tb(k, "pin", "set", pins=["1234"]).returncode == 0
+        child = pexpect.spawn(TOKENBRIDGE, ["register", "--username", "alice", "--server", server.url], env=env,
+                              encoding="utf-8", timeout=30)
+        child.expect("PIN to register alice")
+        child.sendline("1234")
+        child.expect("Touch your key")  # shown when the key sends KEEPALIVE UP_NEEDED
+        child.sendintr()
+        child.expect("Cancelled")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 3
+        assert server.registrations() == []
+        child = pexpect.spawn(TOKENBRIDGE, ["register", "--username", "alice", "--server", server.url], env=env,
+                              encoding="utf-8", timeout=30)
+        child.expect("PIN to register alice")
+        child.sendline("1234")
+        for _ in range(2):  # makeCredential, then getAssertion for the hmac-secret output
+            child.expect("Touch your key")
+            time.sleep(0.2)
+            k.proc.send_signal(signal.SIGUSR2)
+        child.expect("Registered alice")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0 and len(server.registrations()) == 1
+    finally:
+        server.stop()
+        k.stop()

@@ -1,4 +1,5 @@
 import CFido2
+import Foundation
 
 /// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5) through libfido2.
 extension FIDO2Session {
@@ -20,7 +21,9 @@ extension FIDO2Session {
     if rc == FIDO_OK { rc = fido_cred_set_rk(cred, FIDO_OPT_FALSE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "makeCredential") }
     trace?("fido2 > makeCredential rp=\(rpID) hmac-secret")
-    rc = pin.map { p in p.withCString { fido_dev_make_cred(dev, cred, $0) } } ?? fido_dev_make_cred(dev, cred, nil)
+    rc = whileWaitingForTouch {
+      pin.map { p in p.withCString { fido_dev_make_cred(dev, cred, $0) } } ?? fido_dev_make_cred(dev, cred, nil)
+    }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "makeCredential") }
     guard let id = fido_cred_id_ptr(cred) else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
@@ -44,13 +47,45 @@ extension FIDO2Session {
     if rc == FIDO_OK { rc = fido_assert_set_up(a, FIDO_OPT_TRUE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
     trace?("fido2 > getAssertion rp=\(rpID) hmac-secret")
-    rc = pin.map { p in p.withCString { fido_dev_get_assert(dev, a, $0) } } ?? fido_dev_get_assert(dev, a, nil)
+    rc = whileWaitingForTouch {
+      pin.map { p in p.withCString { fido_dev_get_assert(dev, a, $0) } } ?? fido_dev_get_assert(dev, a, nil)
+    }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "getAssertion") }
     guard let p = fido_assert_hmac_secret_ptr(a, 0), fido_assert_hmac_secret_len(a, 0) == 32 else {
       throw .unsupported("hmac-secret (the key returned no output)")
     }
     return Array(UnsafeBufferPointer(start: p, count: 32))
+  }
+
+  /// Runs a call that may wait for a touch: the touch cue fires when the key asks (virtual keys: on KEEPALIVE
+  /// UP_NEEDED; hidraw keys, whose I/O libfido2 owns: right away), and `cancel()` may stop it meanwhile.
+  func whileWaitingForTouch(_ call: () -> Int32) -> Int32 {
+    if let cue = touchCue {
+      if ref.isVirtual {
+        VirtualFIDOIO.cueLock.withLock { VirtualFIDOIO.touchCues[ref.path] = cue }
+      } else {
+        cue()
+      }
+    }
+    Self.activeLock.withLock { Self.active = self }
+    defer {
+      Self.activeLock.withLock { Self.active = nil }
+      VirtualFIDOIO.cueLock.withLock { _ = VirtualFIDOIO.touchCues.removeValue(forKey: ref.path) }
+    }
+    return call()
+  }
+
+  nonisolated(unsafe) static var active: FIDO2Session?
+  static let activeLock = NSLock()
+
+  /// Cancels the operation waiting for a touch, if any (CTAPHID_CANCEL via `fido_dev_cancel`; safe from
+  /// another thread). Returns whether one was running.
+  @discardableResult
+  public static func cancelActive() -> Bool {
+    guard let s = activeLock.withLock({ active }), let dev = s.dev else { return false }
+    fido_dev_cancel(dev)
+    return true
   }
 
   /// A wrong PIN reports the tries left, read right after.

@@ -27,6 +27,8 @@ public final class FIDO2Session {
   public let ref: FIDO2DeviceRef
   var dev: OpaquePointer?
   public var trace: TraceSink?
+  /// Told when the key waits for a touch ("Touch your key").
+  public var touchCue: (() -> Void)?
 
   static let initialized: Void = { fido_init(0) }()
 
@@ -159,6 +161,7 @@ public final class FIDO2Session {
     case FIDO_ERR_TX, FIDO_ERR_RX: .smartCard(.cardRemoved(reader: ""))
     case FIDO_ERR_USER_ACTION_TIMEOUT, FIDO_ERR_ACTION_TIMEOUT: .touchTimeout
     case FIDO_ERR_OPERATION_DENIED: .touchDenied
+    case FIDO_ERR_KEEPALIVE_CANCEL: .cancelled
     default: .fido2(rc, operation: operation)
     }
   }

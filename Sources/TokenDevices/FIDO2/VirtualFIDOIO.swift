@@ -11,8 +11,17 @@ import Foundation
 enum VirtualFIDOIO {
   final class Handle {
     let fd: Int32
-    init(fd: Int32) { self.fd = fd }
+    let path: String
+    init(fd: Int32, path: String) {
+      self.fd = fd
+      self.path = path
+    }
   }
+
+  /// Called (by path) when the key sends KEEPALIVE UP_NEEDED: libfido2 drops keepalives, but they pass
+  /// through these callbacks first, so the user can be told to touch the key at the right moment.
+  nonisolated(unsafe) static var touchCues: [String: () -> Void] = [:]
+  static let cueLock = NSLock()
 
   static var functions: fido_dev_io_t {
     fido_dev_io_t(open: openCallback, close: closeCallback, read: readCallback, write: writeCallback)
@@ -20,7 +29,7 @@ enum VirtualFIDOIO {
 
   static let openCallback: @convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer? = { path in
     guard let path, let fd = connectSocket(String(cString: path)) else { return nil }
-    return Unmanaged.passRetained(Handle(fd: fd)).toOpaque()
+    return Unmanaged.passRetained(Handle(fd: fd, path: String(cString: path))).toOpaque()
   }
 
   static let closeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { handle in
@@ -38,6 +47,10 @@ enum VirtualFIDOIO {
       let ready = poll(&pfd, 1, ms < 0 ? -1 : ms)
       guard ready > 0 else { return -1 }
       let n = recv(h.fd, buf, 64, 0)
+      if n == 64 && buf[4] == 0xBB && buf[7] == 2 {  // KEEPALIVE, status UP_NEEDED
+        let cue = cueLock.withLock { touchCues.removeValue(forKey: h.path) }  // once per operation
+        cue?()
+      }
       return n == 64 ? 64 : -1
     }
 

@@ -19,6 +19,8 @@ public final class CTAPHIDServer: @unchecked Sendable {
   var listener: Int32 = -1
   /// One request at a time across all connections (a real key has one processor).
   let busy = NSLock()
+  /// Frames of one message never interleave with another's (reader and worker both send).
+  let sendLock = NSLock()
   var stopped = false
   /// Log every complete CTAPHID request (`Tools/bench` counts them).
   public var logRequests = false
@@ -81,6 +83,11 @@ public final class CTAPHIDServer: @unchecked Sendable {
   }
 
   func serve(_ c: Int32) {
+    let worker = DispatchQueue(label: "ctaphid-worker-\(c)")
+    defer {
+      key.cancel()  // the host went away: a request waiting for a touch on this connection ends now
+      worker.sync {}
+    }
     var buf = [UInt8](repeating: 0, count: 128)
     var pending: (cid: UInt32, cmd: UInt8, total: Int, data: [UInt8], seq: UInt8)?
     while true {
@@ -93,7 +100,10 @@ public final class CTAPHIDServer: @unchecked Sendable {
       if frame[4] & 0x80 != 0 {
         let cmd = frame[4]
         let total = Int(frame[5]) << 8 | Int(frame[6])
-        if cmd == 0x91 { continue }  // CANCEL: no reply; requests here finish before the next frame is read
+        if cmd == 0x91 {  // CANCEL: no reply; a request waiting for a touch ends with KEEPALIVE_CANCEL
+          key.cancel()
+          continue
+        }
         guard total <= 7609 else {
           sendError(c, cid, 0x03)
           continue
@@ -111,7 +121,12 @@ public final class CTAPHIDServer: @unchecked Sendable {
       }
       if let p = pending, p.data.count >= p.total {
         pending = nil
-        handle(c, p.cid, p.cmd, p.data)
+        // CBOR requests run on a worker, so CANCEL frames are still read while one waits for a touch.
+        if p.cmd == 0x90 {
+          worker.async { [self] in handle(c, p.cid, p.cmd, p.data) }
+        } else {
+          handle(c, p.cid, p.cmd, p.data)
+        }
       }
     }
   }
@@ -156,6 +171,8 @@ public final class CTAPHIDServer: @unchecked Sendable {
 
   /// Splits a reply into an init frame (57 bytes of data) and continuation frames (59 each), zero padded.
   func send(_ c: Int32, _ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
+    sendLock.lock()
+    defer { sendLock.unlock() }
     let cidBytes = bigEndian(cid)
     var frames: [[UInt8]] = [cidBytes + [cmd, UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data.prefix(57)]
     var offset = min(57, data.count)

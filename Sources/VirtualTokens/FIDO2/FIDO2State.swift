@@ -76,4 +76,6 @@ public enum UserPresence: String, Sendable, CaseIterable {
   case auto
   case deny
   case timeout
+  /// Wait for a touch (`touchNow()`, SIGUSR2 in virtual-token), a CTAPHID_CANCEL, or 30 s.
+  case wait
 }

@@ -20,6 +20,8 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   var consecutiveFailures = 0
   var powerCycleRequired = false
   var poweredAt = Date()
+  let touchLock = NSLock()
+  var touchEvent: TouchEvent?
 
   public init(state: FIDO2State) { self.state = state }
 
@@ -79,15 +81,36 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
       (.int(13), .int(state.minPINLength)))
   }
 
-  /// Waits for the simulated touch.
+  /// Waits for the simulated touch. With `.wait`, KEEPALIVE UP_NEEDED goes out every 100 ms until a touch,
+  /// a cancel (KEEPALIVE_CANCEL) or 30 s (USER_ACTION_TIMEOUT).
   func touch() -> Result<Void, CTAP2Error> {
     waitingForTouch?()
     switch presence {
     case .auto: return .success(())
     case .deny: return .failure(.init(.operationDenied))
     case .timeout: return .failure(.init(.userActionTimeout))
+    case .wait:
+      touchLock.withLock { touchEvent = nil }
+      let deadline = Date().addingTimeInterval(30)
+      while Date() < deadline {
+        switch touchLock.withLock({ touchEvent }) {
+        case .touched?: return .success(())
+        case .cancelled?: return .failure(.init(.keepaliveCancel))
+        case nil:
+          Thread.sleep(forTimeInterval: 0.1)
+          waitingForTouch?()
+        }
+      }
+      return .failure(.init(.userActionTimeout))
     }
   }
+
+  enum TouchEvent { case touched, cancelled }
+
+  /// The simulated user touches the key.
+  public func touchNow() { touchLock.withLock { touchEvent = .touched } }
+  /// CTAPHID_CANCEL arrived.
+  public func cancel() { touchLock.withLock { touchEvent = .cancelled } }
 
   func reset() -> Result<CBOR?, CTAP2Error> {
     // Allowed only within 10 s of power-up (CTAP 2.1 §6.6), after a touch.

@@ -35,9 +35,13 @@ struct UAFContext {
     prompter = Prompter(pinFD: options.pinFd, assumeYes: options.yes, timeout: options.timeout)
   }
 
-  /// Tokens present, PIV cards and FIDO2 keys (only the one named by --token, when given).
+  /// Tokens present, PIV cards and FIDO2 keys (only the one named by --token, when given). FIDO2 keys say when
+  /// they wait for a touch, and Ctrl-C then cancels the operation on the key (CTAPHID_CANCEL).
   func tokens(_ options: GlobalOptions) throws -> (piv: [DiscoveredToken], fido2: [DiscoveredFIDO2]) {
     let result = try TokenDiscovery(trace: options.traceSink, includePUK: false).discover()
+    let p = prompter
+    for k in result.fido2Found { k.session.touchCue = { p.say("Touch your key (\(k.info.id)).") } }
+    if !result.fido2Found.isEmpty { CancelOnInterrupt.install() }
     guard let id = options.token else { return (result.found, result.fido2Found) }
     let piv = result.found.filter { $0.info.id == id }
     let fido2 = result.fido2Found.filter { $0.info.id == id }
@@ -325,4 +329,24 @@ struct UAFProcess: ParsableCommand {
 
 enum TokenBridgeVersion {
   static let string = "0.2.0"
+}
+
+/// Ctrl-C while a FIDO2 key waits for a touch cancels that operation (the key answers KEEPALIVE_CANCEL and the
+/// command ends as cancelled, exit 3); at any other moment it ends the program as usual.
+enum CancelOnInterrupt {
+  nonisolated(unsafe) static var source: DispatchSourceSignal?
+
+  static func install() {
+    guard source == nil else { return }
+    signal(SIGINT, SIG_IGN)
+    let s = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue(label: "interrupt"))
+    s.setEventHandler {
+      if !FIDO2Session.cancelActive() {
+        FileHandle.standardError.write(Data("\ntokenbridge: interrupted\n".utf8))
+        exit(130)
+      }
+    }
+    s.resume()
+    source = s
+  }
 }

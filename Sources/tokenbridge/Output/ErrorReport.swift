@@ -106,6 +106,7 @@ enum ErrorReport {
     case .pinNotSet: return ("This key has no PIN yet. Set one: tokenbridge pin set", .pinNotSet)
     case .pinChangeRequired:
       return ("The key wants a new PIN before it is used: tokenbridge pin change", .pinNotSet)
+    case .cancelled: return ("Cancelled; nothing was done.", .cancelled)
     case .touchTimeout: return ("The key was not touched in time; nothing was done.", .timedOut)
     case .touchDenied: return ("The key refused the request (touch denied); nothing was done.", .cancelled)
     case .fido2(let code, let op):

@@ -93,18 +93,21 @@ enum TerminalRestore {
   nonisolated(unsafe) static var fd: Int32 = -1
   nonisolated(unsafe) static var saved = termios()
 
+  nonisolated(unsafe) static var previous: sighandler_t?
+
   static func arm(fd: Int32, saved: termios) {
     Self.saved = saved
     Self.fd = fd
-    signal(SIGINT) { _ in
+    previous = signal(SIGINT) { _ in
       if TerminalRestore.fd >= 0 { tcsetattr(TerminalRestore.fd, TCSANOW, &TerminalRestore.saved) }
       _exit(3)
     }
   }
 
+  /// Puts back whatever handled SIGINT before the prompt (e.g. the cancel-on-Ctrl-C source).
   static func disarm() {
     fd = -1
-    signal(SIGINT, SIG_DFL)
+    signal(SIGINT, previous ?? SIG_DFL)
   }
 }
 
