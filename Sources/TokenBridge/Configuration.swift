@@ -19,6 +19,8 @@ public struct Configuration: Codable, Equatable, Sendable {
   /// A PIV slot holding an attestation key and its certificate (provisioned by the operator): registrations
   /// then carry basic full attestation signed by it. Nil: surrogate attestation (signed by the new key).
   public var attestationSlot: String?
+  /// FIDO2 registrations make discoverable (resident) credentials; default false (no space used on the key).
+  public var fido2ResidentKeys: Bool
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -31,10 +33,12 @@ public struct Configuration: Codable, Equatable, Sendable {
     pivSlots = (0x82...0x95).map { String($0, radix: 16) }
     interactionTimeout = 240
     networkTimeout = 60
+    fido2ResidentKeys = false
   }
 
   enum CodingKeys: String, CodingKey {
     case server, facetID, pivAAID, fido2AAID, pivSlots, interactionTimeout, networkTimeout, attestationSlot
+    case fido2ResidentKeys
   }
 
   public init(from decoder: Decoder) throws {
@@ -48,6 +52,7 @@ public struct Configuration: Codable, Equatable, Sendable {
     interactionTimeout = try c.decodeIfPresent(Double.self, forKey: .interactionTimeout) ?? interactionTimeout
     networkTimeout = try c.decodeIfPresent(Double.self, forKey: .networkTimeout) ?? networkTimeout
     attestationSlot = try c.decodeIfPresent(String.self, forKey: .attestationSlot)
+    fido2ResidentKeys = try c.decodeIfPresent(Bool.self, forKey: .fido2ResidentKeys) ?? false
   }
 
   /// `$XDG_CONFIG_HOME/tokenbridge` (default `~/.config/tokenbridge`).

@@ -276,3 +276,27 @@ def test_touch_cue_and_ctrl_c_cancels_on_the_key(tmp_path):
     finally:
         server.stop()
         k.stop()
+
+
+def test_resident_credentials_per_configuration(key, tmp_path):
+    from test_uaf import RelyingParty
+    server = RelyingParty(tmp_path)
+    cfg = tmp_path / "c" / "tokenbridge"
+    cfg.mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({"fido2ResidentKeys": True}))
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        assert tb_raw("pin", "set", env=home, pins=["1234"]).returncode == 0
+        assert tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["1234"]).returncode == 0
+        assert tb_raw("authenticate", "--server", server.url, env=home, pins=["1234"]).returncode == 0
+        # python-fido2 finds the credential with no allowList: it is discoverable on the key.
+        ctap = Ctap2(open_device(key.sock))
+        cp = ClientPin(ctap, PinProtocolV2())
+        token = cp.get_pin_token("1234", ClientPin.PERMISSION.GET_ASSERTION, "tokenbridge.uaf")
+        cdh = b"\x01" * 32
+        a = ctap.get_assertion("tokenbridge.uaf", cdh, pin_uv_param=cp.protocol.authenticate(token, cdh),
+                               pin_uv_protocol=cp.protocol.VERSION)
+        assert a.credential["id"]
+    finally:
+        server.stop()

@@ -12,6 +12,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
   public let aaid: String
   let localData: LocalData
   let timeout: Double
+  let resident: Bool
   /// The relying-party ID of TokenBridge's own FIDO2 credentials (never a website's).
   static let rpID = "tokenbridge.uaf"
 
@@ -22,6 +23,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     self.aaid = configuration.fido2AAID
     self.localData = localData
     self.timeout = configuration.interactionTimeout
+    self.resident = configuration.fido2ResidentKeys
   }
 
   public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
@@ -99,7 +101,8 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     {
       (pin) throws(TokenError) -> ([UInt8], [UInt8]) in
       let cdh = Array(SHA256.hash(data: keyIDBytes))
-      let id = try session.makeCredential(rpID: Self.rpID, clientDataHash: cdh, userID: keyIDBytes, pin: pin)
+      let id = try session.makeCredential(
+        rpID: Self.rpID, clientDataHash: cdh, userID: keyIDBytes, pin: pin, resident: resident)
       let out = try session.hmacSecret(rpID: Self.rpID, clientDataHash: cdh, credentialID: id, salt: salt, pin: pin)
       return (id, out)
     }

@@ -3,11 +3,11 @@ import Foundation
 
 /// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5) through libfido2.
 extension FIDO2Session {
-  /// Creates a non-resident ES256 credential with hmac-secret for `rpID`; returns its credential ID.
+  /// Creates an ES256 credential with hmac-secret for `rpID` (discoverable when `resident`); returns its ID.
   /// `pin` nil: no user verification (the key may still want a touch).
-  public func makeCredential(rpID: String, clientDataHash: [UInt8], userID: [UInt8], pin: String?) throws(TokenError)
-    -> [UInt8]
-  {
+  public func makeCredential(
+    rpID: String, clientDataHash: [UInt8], userID: [UInt8], pin: String?, resident: Bool = false
+  ) throws(TokenError) -> [UInt8] {
     guard let cred = fido_cred_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
     defer {
       var c: OpaquePointer? = cred
@@ -18,7 +18,7 @@ extension FIDO2Session {
     if rc == FIDO_OK { rc = fido_cred_set_rp(cred, rpID, "TokenBridge") }
     if rc == FIDO_OK { rc = fido_cred_set_user(cred, userID, userID.count, "tokenbridge", "TokenBridge UAF", nil) }
     if rc == FIDO_OK { rc = fido_cred_set_extensions(cred, FIDO_EXT_HMAC_SECRET) }
-    if rc == FIDO_OK { rc = fido_cred_set_rk(cred, FIDO_OPT_FALSE) }
+    if rc == FIDO_OK { rc = fido_cred_set_rk(cred, resident ? FIDO_OPT_TRUE : FIDO_OPT_FALSE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "makeCredential") }
     trace?("fido2 > makeCredential rp=\(rpID) hmac-secret")
     rc = whileWaitingForTouch {

@@ -43,10 +43,13 @@ enum VirtualFIDOIO {
       handle, buf, len, ms in
       guard let handle, let buf, len >= 64 else { return -1 }
       let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
+      // Ctrl-C (our cancel handler) interrupts poll/recv with EINTR: that is not the end of the key, go on.
       var pfd = pollfd(fd: h.fd, events: Int16(POLLIN), revents: 0)
-      let ready = poll(&pfd, 1, ms < 0 ? -1 : ms)
+      var ready: Int32
+      repeat { ready = poll(&pfd, 1, ms < 0 ? -1 : ms) } while ready < 0 && errno == EINTR
       guard ready > 0 else { return -1 }
-      let n = recv(h.fd, buf, 64, 0)
+      var n: Int
+      repeat { n = recv(h.fd, buf, 64, 0) } while n < 0 && errno == EINTR
       if n == 64 && buf[4] == 0xBB && buf[7] == 2 {  // KEEPALIVE, status UP_NEEDED
         let cue = cueLock.withLock { touchCues.removeValue(forKey: h.path) }  // once per operation
         cue?()

@@ -10,6 +10,8 @@ public struct FIDO2State: Codable, Equatable, Sendable {
     public var credRandomWithoutUV: Data
     public var userID: Data
     public var hmacSecret: Bool
+    /// Discoverable (resident) credential; nil in states written before the option existed.
+    public var resident: Bool?
   }
 
   /// LEFT(SHA-256(PIN), 16); nil: no PIN set.

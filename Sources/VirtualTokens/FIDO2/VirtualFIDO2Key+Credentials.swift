@@ -11,7 +11,7 @@ extension VirtualFIDO2Key {
     guard algs.contains(where: { $0[text: "alg"]?.int == -7 && $0[text: "type"]?.text == "public-key" }) else {
       return .failure(.init(.unsupportedAlgorithm))
     }
-    if p[int: 7]?[text: "rk"]?.bool == true { return .failure(.init(.unsupportedOption)) }
+    let resident = p[int: 7]?[text: "rk"]?.bool == true
     let uv: Bool
     switch verifyToken(p, paramKey: 8, protocolKey: 9, cdh: cdh, permission: 0x01, rpID: rpID) {
     case .success(let v): uv = v
@@ -32,7 +32,7 @@ extension VirtualFIDO2Key {
     let cred = FIDO2State.Credential(
       id: Data(randomBytes(32)), rpIDHash: rpHash, privateKey: key.rawRepresentation,
       credRandomWithUV: Data(randomBytes(32)), credRandomWithoutUV: Data(randomBytes(32)), userID: Data(userID),
-      hmacSecret: hmac)
+      hmacSecret: hmac, resident: resident)
     state.credentials.append(cred)
     state.signCount += 1
     changed()
@@ -65,7 +65,11 @@ extension VirtualFIDO2Key {
     }
     let rpHash = Data(SHA256.hash(data: Array(rpID.utf8)))
     let allowed = (p[int: 3]?.array ?? []).compactMap { $0[text: "id"]?.bytes }.map { Data($0) }
-    guard let index = state.credentials.firstIndex(where: { $0.rpIDHash == rpHash && allowed.contains($0.id) }) else {
+    // Without an allowList only discoverable (resident) credentials qualify (CTAP 2.1 §6.2.2 step 7).
+    let match = { (c: FIDO2State.Credential) in
+      c.rpIDHash == rpHash && (allowed.isEmpty ? c.resident == true : allowed.contains(c.id))
+    }
+    guard let index = state.credentials.firstIndex(where: match) else {
       return .failure(.init(.noCredentials))
     }
     let wantsUP = p[int: 5]?[text: "up"]?.bool ?? true

@@ -71,7 +71,7 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
       (
         .int(4),
         .map(
-          (.text("rk"), .bool(false)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
+          (.text("rk"), .bool(true)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
           (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(true))
         )
       ),
@@ -84,13 +84,13 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   /// Waits for the simulated touch. With `.wait`, KEEPALIVE UP_NEEDED goes out every 100 ms until a touch,
   /// a cancel (KEEPALIVE_CANCEL) or 30 s (USER_ACTION_TIMEOUT).
   func touch() -> Result<Void, CTAP2Error> {
+    touchLock.withLock { touchEvent = nil }  // before the first KEEPALIVE: a quick touch or cancel is not lost
     waitingForTouch?()
     switch presence {
     case .auto: return .success(())
     case .deny: return .failure(.init(.operationDenied))
     case .timeout: return .failure(.init(.userActionTimeout))
     case .wait:
-      touchLock.withLock { touchEvent = nil }
       let deadline = Date().addingTimeInterval(30)
       while Date() < deadline {
         switch touchLock.withLock({ touchEvent }) {
