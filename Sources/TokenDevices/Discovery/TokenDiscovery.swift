@@ -71,7 +71,8 @@ public struct TokenDiscovery {
       do {
         let session = try FIDO2Session(ref)
         session.trace = trace
-        let info = try session.info()
+        var info = try session.info()
+        info.uvRetries = session.uvRetries(info)
         let pin = info.pinIsSet ? try session.pinStatus() : nil
         let name = URL(fileURLWithPath: ref.path).lastPathComponent
         let id = "fido2-" + String(name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })

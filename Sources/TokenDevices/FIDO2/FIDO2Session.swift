@@ -17,6 +17,8 @@ public struct FIDO2Info: Sendable, Equatable, Codable {
   public var minPINLength: Int
   public var forcePINChange: Bool
   public var aaguid: String
+  /// Built-in UV tries left (keys with `uv` only; read by discovery).
+  public var uvRetries: Int?
 
   public var pinIsSet: Bool { options["clientPin"] == true }
   public var supportsPIN: Bool { options["clientPin"] != nil }
@@ -130,6 +132,13 @@ public final class FIDO2Session {
     let rc = fido_dev_get_retry_count(dev, &n)
     guard rc == FIDO_OK else { throw Self.error(rc, "getPINRetries") }
     return Int(n)
+  }
+
+  /// Built-in user verification tries left (getUVRetries), for keys with UV (fingerprint); nil otherwise.
+  public func uvRetries(_ info: FIDO2Info) -> Int? {
+    guard info.options["uv"] != nil else { return nil }
+    var n: Int32 = 0
+    return fido_dev_get_uv_retry_count(dev, &n) == FIDO_OK ? Int(n) : nil
   }
 
   /// The PIN status in the shape every token shares. libfido2 does not report the power-cycle state: the

@@ -18,6 +18,7 @@ enum Render {
     guard let f = t.fido2 else { return ["PIN: \(tries(t.pin))", "PUK: \(tries(t.puk))"] }
     guard f.pinIsSet else { return ["PIN: not set (tokenbridge pin set --token \(t.id))"] }
     var lines = ["PIN: \(tries(t.pin))", "PIN rules: \(f.minPINLength) or more characters, at most 63 bytes"]
+    if let uv = f.uvRetries { lines.append("Built-in verification (UV): \(triesLeft(uv))") }
     if f.forcePINChange { lines.append("The key asks for a new PIN: tokenbridge pin change --token \(t.id)") }
     return lines
   }
