@@ -42,6 +42,22 @@ import Testing
     #expect(throws: LocalDataError.self) { try data.delete("nope") }
   }
 
+  @Test func deviceInformationLivesFromFirstToLastRegistration() throws {
+    let data = try LocalData(directory: dir)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try data.beginRegistration(record("k1", slot: 0x82))
+    #expect(try data.deviceInformation() == nil)  // pending is not enough
+    try data.confirmRegistration("k1")
+    let device = try #require(try data.deviceInformation())
+    try data.beginRegistration(record("k2", slot: 0x83))
+    try data.confirmRegistration("k2")
+    #expect(try data.deviceInformation() == device)  // one per machine, stable
+    try data.delete("k1")
+    #expect(try data.deviceInformation() == device)
+    try data.delete("k2")
+    #expect(try data.deviceInformation() == nil)
+  }
+
   @Test func interruptedRegistrationsAreRepairedOnce() throws {
     let data = try LocalData(directory: dir)
     defer { try? FileManager.default.removeItem(at: dir) }

@@ -103,6 +103,8 @@ def test_register_authenticate_deregister(card, rp, home):
     listed = json.loads(tb(home, "authenticators", "--json").stdout)
     assert listed[0]["keyID"] == regs[0]["keyID"] and listed[0]["slot"] == "82"
     assert json.loads(tb(home, "accounts", "--json").stdout) == [{"username": "alice", "server": server.url}]
+    device = json.loads(tb(home, "info", "--json").stdout)
+    assert len(device["deviceID"]) == 36 and device["deviceName"].startswith("TokenBridge on ")
 
     r = tb(home, "authenticate", "--username", "alice", "--server", server.url, pins=["000000", "123456"])
     assert r.returncode == 0, r.stderr

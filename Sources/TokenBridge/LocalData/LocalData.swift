@@ -39,6 +39,13 @@ public struct Account: Codable, Equatable, Sendable {
   public var server: String
 }
 
+/// The SDKs' DeviceInformation: one per machine, made with the first registration, gone with the last.
+public struct DeviceInformation: Codable, Equatable, Sendable, FetchableRecord, PersistableRecord {
+  public static let databaseTableName = "device"
+  public var deviceID: String
+  public var name: String
+}
+
 public enum LocalDataError: Error, Sendable {
   case unavailable(path: String, reason: String)
   case notFound(String)
@@ -86,7 +93,31 @@ public final class LocalData: @unchecked Sendable {
       // One record per PIV slot; FIDO2 records (slot -1) may be many per key.
       try db.execute(sql: "CREATE UNIQUE INDEX authenticator_slot ON authenticator(tokenID, slot) WHERE slot >= 0")
     }
+    m.registerMigration("v2-device") { db in
+      try db.create(table: "device") { t in
+        t.primaryKey("deviceID", .text)
+        t.column("name", .text).notNull()
+      }
+    }
     return m
+  }
+
+  /// This machine's device information, if any registration exists.
+  public func deviceInformation() throws(LocalDataError) -> DeviceInformation? {
+    try read { db in try DeviceInformation.fetchOne(db) }
+  }
+
+  /// Creates the device information with the first confirmed registration; removes it with the last.
+  func syncDeviceInformation(_ db: Database) throws {
+    let registered = try AuthenticatorRecord.filter(Column("state") == AuthenticatorRecord.State.registered.rawValue)
+      .fetchCount(db)
+    let existing = try DeviceInformation.fetchOne(db)
+    if registered > 0, existing == nil {
+      let host = ProcessInfo.processInfo.hostName
+      try DeviceInformation(deviceID: UUID().uuidString.lowercased(), name: "TokenBridge on \(host)").insert(db)
+    } else if registered == 0, existing != nil {
+      try DeviceInformation.deleteAll(db)
+    }
   }
 
   func write<T>(_ body: (Database) throws -> T) throws(LocalDataError) -> T {
@@ -155,6 +186,7 @@ public final class LocalData: @unchecked Sendable {
     try write { db in
       guard var r = try AuthenticatorRecord.fetchOne(db, key: keyID) else { return }
       try r.delete(db)
+      defer { try? syncDeviceInformation(db) }
       guard r.slot >= 0 else { return }
       r.keyID = "slot:\(r.tokenID):\(String(r.slot, radix: 16))"
       r.state = .abandoned
@@ -167,6 +199,7 @@ public final class LocalData: @unchecked Sendable {
     try write { db in
       try db.execute(sql: "UPDATE authenticator SET state = ? WHERE keyID = ?", arguments: [state.rawValue, keyID])
       if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
+      try syncDeviceInformation(db)
     }
   }
 

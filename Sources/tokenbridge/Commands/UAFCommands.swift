@@ -256,7 +256,9 @@ struct Info: ParsableCommand {
       let config = try UAFContext.loadConfiguration()
       let server = serverOptions.server ?? config.server
       let facet = serverOptions.facetId ?? config.facetID ?? server.flatMap { try? BackendClient(server: $0).origin }
+      let device = try? LocalData().deviceInformation()
       let info: [String: String] = [
+        "deviceID": device?.deviceID ?? "(none: no registration yet)", "deviceName": device?.name ?? "(none)",
         "version": TokenBridgeVersion.string, "server": server ?? "(none)", "facetID": facet ?? "(none)",
         "pivAAID": config.pivAAID, "fido2AAID": config.fido2AAID,
         "configuration": Configuration.directory.appendingPathComponent("config.json").path,
