@@ -56,19 +56,15 @@ public struct PINStatus: Sendable, Equatable, Codable {
   public var isDefault: Bool?
   /// The PIN is verified in this session already (empty VERIFY answered 9000).
   public var isVerified: Bool
-  /// The token wants re-insertion before it takes a PIN (FIDO2 only).
-  public var needsReinsertion: Bool
 
   public init(
-    kind: PINKind, retriesLeft: Int?, maxRetries: Int? = nil, isDefault: Bool? = nil, isVerified: Bool = false,
-    needsReinsertion: Bool = false
+    kind: PINKind, retriesLeft: Int?, maxRetries: Int? = nil, isDefault: Bool? = nil, isVerified: Bool = false
   ) {
     self.kind = kind
     self.retriesLeft = retriesLeft
     self.maxRetries = maxRetries
     self.isDefault = isDefault
     self.isVerified = isVerified
-    self.needsReinsertion = needsReinsertion
   }
 
   public var isBlocked: Bool { retriesLeft == 0 }

@@ -69,12 +69,13 @@ public final class PIVSession {
       return try card.send(apdu)
     } catch {
       switch error {
-      case .pcsc(let st, _) where st == .resetCard || st == .unpoweredCard: break
+      case .pcsc(let st, _) where st.isReset: break
       case .cardRemoved: break
       default: throw .smartCard(error)
       }
       do { try card.transport.reconnect() } catch {
-        throw .smartCard(error == .pcsc(.noSmartcard, call: "SCardReconnect") ? .cardRemoved(reader: reader) : error)
+        if case .noCard = error { throw .smartCard(.cardRemoved(reader: reader)) }  // still out: it was removed
+        throw .smartCard(error)
       }
       if reselectOnReset { try select() }
       do { return try card.send(apdu) } catch { throw .smartCard(error) }

@@ -26,8 +26,6 @@ public struct PCSCStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
 
   /// The card was reset by someone else: reconnect and redo SELECT/VERIFY.
   var isReset: Bool { self == .resetCard || self == .unpoweredCard }
-  /// The card (or its reader) went away.
-  var isGone: Bool { self == .removedCard || self == .readerUnavailable || self == .noSmartcard }
 }
 
 /// Errors of the smart-card transport layer (pcsc-lite and APDU framing).

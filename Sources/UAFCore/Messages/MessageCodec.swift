@@ -66,14 +66,6 @@ public enum UAFMessageCodec {
     return String(decoding: (try? enc.encode(responses)) ?? Data("[]".utf8), as: UTF8.self)
   }
 
-  public static func decodeResponses(_ json: String) throws(UAFMessageError) -> [UAFResponse] {
-    let data = Data(json.utf8)
-    guard data.count <= maxSize else { throw .tooLarge(data.count) }
-    do { return try JSONDecoder().decode([UAFResponse].self, from: data) } catch {
-      throw .malformed(describe(error))
-    }
-  }
-
   static func describe(_ error: Error) -> String {
     switch error {
     case DecodingError.keyNotFound(let key, _): "missing \(key.stringValue)"

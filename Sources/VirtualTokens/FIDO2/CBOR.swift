@@ -79,13 +79,6 @@ public indirect enum CBOR: Hashable, Sendable {
     return item
   }
 
-  /// Decodes one item at the front; returns it and the bytes it used.
-  public static func decodePrefix(_ bytes: [UInt8]) throws(DecodeError) -> (CBOR, Int) {
-    var i = 0
-    let item = try decode(bytes, &i, depth: 0)
-    return (item, i)
-  }
-
   static func decode(_ b: [UInt8], _ i: inout Int, depth: Int) throws(DecodeError) -> CBOR {
     guard depth < 16 else { throw .tooDeep }
     guard i < b.count else { throw .truncated }
