@@ -48,14 +48,25 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
     _ body: (String?) throws(TokenError) -> T
   ) throws(OperationError) -> T {
+    // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read before each attempt.
     let info: FIDO2Info
-    do { info = try key.session.info() } catch { throw .token(error) }
+    if let known = key.info.fido2 {
+      info = known
+    } else {
+      do { info = try key.session.info() } catch { throw .token(error) }
+    }
     guard info.pinIsSet else { throw .token(.pinNotSet) }
     guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
     var lastError: PinVerificationRecoverableError?
+    var knownStatus = key.info.pin
     while true {
       let status: PINStatus
-      do { status = try key.session.pinStatus() } catch { throw .token(error) }
+      if let k = knownStatus {
+        status = k
+      } else {
+        do { status = try key.session.pinStatus() } catch { throw .token(error) }
+      }
+      knownStatus = nil
       if status.isBlocked { throw .blocked(.pin, token: key.info) }
       let context = PinVerificationContext(
         token: key.info, protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError != nil),

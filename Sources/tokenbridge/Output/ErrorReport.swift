@@ -110,7 +110,10 @@ enum ErrorReport {
     case .touchTimeout: return ("The key was not touched in time; nothing was done.", .timedOut)
     case .touchDenied: return ("The key refused the request (touch denied); nothing was done.", .cancelled)
     case .fido2(let code, let op):
-      return ("The key answered \(op) with: \(TokenError.fido2Message(code)).", .failure)
+      return (
+        "The key refused \(op) (\(TokenError.fido2Message(code))). Run again with --trace, or set FIDO_DEBUG=1 to "
+          + "see the exchange.", .failure
+      )
     case .pinFormat(let k, let reason): return ("The \(k.rawValue) cannot be used: \(reason).", .policyViolation)
     case .notPIV(let reader): return ("The card in \(reader) is not a PIV card.", .unsupportedToken)
     case .managementKeyRejected:
@@ -118,8 +121,10 @@ enum ErrorReport {
     case .slotEmpty(let s): return ("Slot \(PIVSlot(rawValue: s)) holds no key.", .unsupportedToken)
     case .securityStatusNotSatisfied(let op):
       return ("The token refused \(op): it needs the PIN or the management key first.", .failure)
-    case .unexpectedStatus(let sw, let op): return ("The token answered \(op) with status \(sw).", .failure)
-    case .malformedResponse(let op): return ("The token's answer to \(op) could not be read.", .failure)
+    case .unexpectedStatus(let sw, let op):
+      return ("The token refused \(op) (status \(sw)). Run again with --trace to see the exchange.", .failure)
+    case .malformedResponse(let op):
+      return ("The token's answer to \(op) could not be read. Run again with --trace to see it.", .failure)
     case .unsupported(let what): return ("This token does not support \(what).", .unsupportedToken)
     }
   }
@@ -169,7 +174,8 @@ enum ErrorReport {
     case .unknownReader(let r): return ("Reader \(r) is gone.", .tokenRemoved)
     case .malformedResponse(let n): return ("The card sent a malformed answer (\(n) bytes).", .failure)
     case .responseTooLong: return ("The card's answer did not end.", .failure)
-    case .pcsc(let st, let call): return ("PC/SC error \(st) in \(call).", .failure)
+    case .pcsc(let st, let call):
+      return ("The smart-card service failed (\(call) returned \(st)). Re-insert the token and try again.", .failure)
     }
   }
 
