@@ -52,7 +52,7 @@ let package = Package(
     .testTarget(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
-    .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge"]),
+    .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge", "TokenDevices", "UAFCore"]),
     .testTarget(
       name: "IntegrationTests",
       dependencies: [

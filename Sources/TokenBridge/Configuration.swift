@@ -1,7 +1,10 @@
 import Foundation
+import TokenDevices
 
-/// Settings from `$XDG_CONFIG_HOME/tokenbridge/config.json` (all optional; command-line options win).
-public struct Configuration: Codable, Equatable, Sendable {
+/// Settings from `$XDG_CONFIG_HOME/tokenbridge/config.json` (all optional; command-line options win). Every key
+/// is validated when the file is read (type, range, format); an unknown key or a bad value is an error that
+/// names the key, the value and what is allowed — never silently ignored.
+public struct Configuration: Equatable, Sendable {
   /// Base URL of the nevisFIDO-compatible server (`https://host`; `http://` only for loopback).
   public var server: String?
   /// Our facet ID; default: the server's origin.
@@ -24,6 +27,11 @@ public struct Configuration: Codable, Equatable, Sendable {
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
+  /// Bounds of the timeouts (seconds): a day for a prompt, an hour for a request.
+  public static let interactionTimeoutRange: ClosedRange<Double> = 1...86_400
+  public static let networkTimeoutRange: ClosedRange<Double> = 1...3_600
+  /// The file is small; anything larger is refused before it is parsed.
+  public static let maxFileSize = 64 * 1024
 
   public init() {
     server = nil
@@ -36,24 +44,11 @@ public struct Configuration: Codable, Equatable, Sendable {
     fido2ResidentKeys = false
   }
 
-  enum CodingKeys: String, CodingKey {
-    case server, facetID, pivAAID, fido2AAID, pivSlots, interactionTimeout, networkTimeout, attestationSlot
-    case fido2ResidentKeys
-  }
-
-  public init(from decoder: Decoder) throws {
-    self.init()
-    let c = try decoder.container(keyedBy: CodingKeys.self)
-    server = try c.decodeIfPresent(String.self, forKey: .server)
-    facetID = try c.decodeIfPresent(String.self, forKey: .facetID)
-    pivAAID = try c.decodeIfPresent(String.self, forKey: .pivAAID) ?? pivAAID
-    fido2AAID = try c.decodeIfPresent(String.self, forKey: .fido2AAID) ?? fido2AAID
-    pivSlots = try c.decodeIfPresent([String].self, forKey: .pivSlots) ?? pivSlots
-    interactionTimeout = try c.decodeIfPresent(Double.self, forKey: .interactionTimeout) ?? interactionTimeout
-    networkTimeout = try c.decodeIfPresent(Double.self, forKey: .networkTimeout) ?? networkTimeout
-    attestationSlot = try c.decodeIfPresent(String.self, forKey: .attestationSlot)
-    fido2ResidentKeys = try c.decodeIfPresent(Bool.self, forKey: .fido2ResidentKeys) ?? false
-  }
+  /// The keys a configuration file may hold.
+  public static let knownKeys = [
+    "attestationSlot", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout", "networkTimeout",
+    "pivAAID", "pivSlots", "server",
+  ]
 
   /// `$XDG_CONFIG_HOME/tokenbridge` (default `~/.config/tokenbridge`).
   public static var directory: URL {
@@ -65,27 +60,177 @@ public struct Configuration: Codable, Equatable, Sendable {
     xdg("XDG_DATA_HOME", default: ".local/share").appendingPathComponent("tokenbridge")
   }
 
+  public static var file: URL { directory.appendingPathComponent("config.json") }
+
   static func xdg(_ variable: String, default rel: String) -> URL {
     if let v = ProcessInfo.processInfo.environment[variable], v.hasPrefix("/") { return URL(fileURLWithPath: v) }
     return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(rel)
   }
 
   /// Loads the config file; a missing file is the defaults, a broken one an error that names it.
-  public static func load(_ url: URL = directory.appendingPathComponent("config.json")) throws(ConfigurationError)
-    -> Configuration
-  {
-    guard FileManager.default.fileExists(atPath: url.path) else { return Configuration() }
-    do {
-      return try JSONDecoder().decode(Configuration.self, from: Data(contentsOf: url))
-    } catch {
-      throw .unreadable(path: url.path, reason: "\(error)")
+  public static func load(_ url: URL = file) throws(ConfigurationError) -> Configuration {
+    let path = url.path
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0 {
+      if errno == ENOENT { return Configuration() }
+      throw .unreadable(path: path, reason: String(cString: strerror(errno)))
     }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    while true {
+      let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
+      if n == 0 { break }
+      bytes += chunk[0..<n]
+      if bytes.count > maxFileSize { throw .unreadable(path: path, reason: "it is larger than \(maxFileSize) bytes") }
+    }
+    return try parse(bytes, path: path)
+  }
+
+  /// Parses and validates a configuration file's bytes (also the fuzz target's entry point).
+  public static func parse(_ bytes: [UInt8], path: String) throws(ConfigurationError) -> Configuration {
+    let object: [String: JSONValue]
+    do { object = try JSONDecoder().decode([String: JSONValue].self, from: Data(bytes)) } catch {
+      throw .notJSON(path: path)
+    }
+    var c = Configuration()
+    for key in object.keys.sorted() {
+      let value = object[key]!
+      func bad(_ allowed: String) -> ConfigurationError {
+        .invalidValue(path: path, key: key, value: value.shown, allowed: allowed)
+      }
+      switch key {
+      case "server":
+        guard case .string(let s) = value, Self.isServerURL(s) else {
+          throw bad("an https:// URL (http:// only for loopback: 127.0.0.0/8, ::1, localhost)")
+        }
+        c.server = s
+      case "facetID":
+        guard case .string(let s) = value, !s.isEmpty, s.utf8.count <= 512,
+          !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw bad("a facet ID: a non-empty string of at most 512 bytes without control characters") }
+        c.facetID = s
+      case "pivAAID", "fido2AAID":
+        guard case .string(let s) = value, Self.isAAID(s) else {
+          throw bad("an AAID: 4 hex digits, '#', 4 hex digits (your vendor's, e.g. 7B1D#0001; never F1D0#…)")
+        }
+        if key == "pivAAID" { c.pivAAID = s } else { c.fido2AAID = s }
+      case "pivSlots":
+        guard case .array(let items) = value, !items.isEmpty else {
+          throw bad("a non-empty list of PIV slots (\"82\"…\"95\", \"9a\", \"9c\", \"9d\", \"9e\")")
+        }
+        var slots: [String] = []
+        for item in items {
+          guard case .string(let s) = item, let slot = PIVSlot(string: s),
+            !slots.contains(String(slot.rawValue, radix: 16))
+          else { throw bad("a list of distinct PIV slots (\"82\"…\"95\", \"9a\", \"9c\", \"9d\", \"9e\")") }
+          slots.append(String(slot.rawValue, radix: 16))
+        }
+        c.pivSlots = slots
+      case "attestationSlot":
+        if case .null = value {
+          c.attestationSlot = nil
+        } else {
+          guard case .string(let s) = value, PIVSlot(string: s) != nil else {
+            throw bad("a PIV slot (\"9a\", \"9c\", \"9d\", \"9e\", \"82\"…\"95\") or null")
+          }
+          c.attestationSlot = s
+        }
+      case "interactionTimeout", "networkTimeout":
+        let range = key == "networkTimeout" ? networkTimeoutRange : interactionTimeoutRange
+        guard case .number(let n) = value, range.contains(n) else {
+          throw bad("a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+        }
+        if key == "networkTimeout" { c.networkTimeout = n } else { c.interactionTimeout = n }
+      case "fido2ResidentKeys":
+        guard case .bool(let b) = value else { throw bad("true or false") }
+        c.fido2ResidentKeys = b
+      default:
+        throw .unknownKey(path: path, key: key, known: knownKeys)
+      }
+    }
+    if let a = c.attestationSlot, let slot = PIVSlot(string: a), c.pivSlots.contains(String(slot.rawValue, radix: 16)),
+      c.pivSlots.count == 1
+    {
+      throw .invalidValue(
+        path: path, key: "pivSlots", value: "[\"\(a)\"]", allowed: "at least one slot besides attestationSlot")
+    }
+    return c
+  }
+
+  /// `XXXX#XXXX` in hex (UAF Protocol §3.1.4 AAID), not the FIDO Alliance's test vendor F1D0.
+  static func isAAID(_ s: String) -> Bool {
+    let u = Array(s.utf8)
+    guard u.count == 9, u[4] == UInt8(ascii: "#") else { return false }
+    let hex = u[0..<4] + u[5..<9]
+    guard hex.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }) else {
+      return false
+    }
+    return s.prefix(4).uppercased() != "F1D0"
+  }
+
+  /// An https URL with a host, or http on a loopback host.
+  static func isServerURL(_ s: String) -> Bool {
+    guard s.utf8.count <= 2048, let url = URL(string: s), let scheme = url.scheme?.lowercased(), let host = url.host,
+      !host.isEmpty
+    else { return false }
+    return scheme == "https" || (scheme == "http" && BackendClient.isLoopback(host))
+  }
+}
+
+/// A JSON value as the configuration file holds it (strict types: `1` is not `true`).
+enum JSONValue: Decodable, Equatable {
+  case null
+  case bool(Bool)
+  case number(Double)
+  case string(String)
+  case array([JSONValue])
+  case object([String: JSONValue])
+
+  init(from decoder: Decoder) throws {
+    let c = try decoder.singleValueContainer()
+    if c.decodeNil() {
+      self = .null
+    } else if let b = try? c.decode(Bool.self) {
+      self = .bool(b)
+    } else if let n = try? c.decode(Double.self) {
+      self = .number(n)
+    } else if let s = try? c.decode(String.self) {
+      self = .string(s)
+    } else if let a = try? c.decode([JSONValue].self) {
+      self = .array(a)
+    } else {
+      self = .object(try c.decode([String: JSONValue].self))
+    }
+  }
+
+  /// The value as the error shows it (short; a configuration holds no secret).
+  var shown: String {
+    let s: String
+    switch self {
+    case .null: s = "null"
+    case .bool(let b): s = b ? "true" : "false"
+    case .number(let n): s = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : "\(n)"
+    case .string(let v): s = "\"\(v)\""
+    case .array(let a): s = "[" + a.map(\.shown).joined(separator: ", ") + "]"
+    case .object: s = "{…}"
+    }
+    return s.count > 80 ? String(s.prefix(77)) + "…" : s
   }
 }
 
 public enum ConfigurationError: Error, Equatable, Sendable {
   case unreadable(path: String, reason: String)
+  /// The file is not a JSON object.
+  case notJSON(path: String)
+  case unknownKey(path: String, key: String, known: [String])
+  /// `value` (as shown) of `key` is not allowed; `allowed` says what is.
+  case invalidValue(path: String, key: String, value: String, allowed: String)
   case noServer
+  /// `uaf process` needs a facet ID (option or configuration).
+  case noFacetID
   case insecureServer(String)
   case invalidServer(String)
 }

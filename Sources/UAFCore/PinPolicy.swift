@@ -12,6 +12,8 @@ public enum PinValidationError: Error, Equatable, Sendable, CustomStringConverti
   case sameAsOld
   /// A password that is not UTF-8.
   case notUTF8
+  /// The token itself refused the value's format (e.g. a PIV card answering 6A80); no try was spent.
+  case refusedByToken
 
   public var description: String {
     switch self {
@@ -21,6 +23,7 @@ public enum PinValidationError: Error, Equatable, Sendable, CustomStringConverti
     case .tooLong(let n): "it is longer than \(n) characters"
     case .sameAsOld: "it is the same as the current one"
     case .notUTF8: "it is not UTF-8 text"
+    case .refusedByToken: "the token does not accept a value of this form"
     }
   }
 }

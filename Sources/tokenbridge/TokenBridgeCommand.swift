@@ -1,19 +1,22 @@
 import ArgumentParser
 import Foundation
 import TokenBridge
-import TokenDevices
 
 @main
 struct TokenBridgeCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "tokenbridge",
-    abstract: "Hardware tokens (PIV smart cards) as authenticators: list them, manage PINs and keys.",
+    abstract: "Hardware tokens (PIV smart cards, FIDO2 keys) as authenticators: list them, manage PINs and keys.",
     discussion: "PINs are never taken as arguments: they are asked on the terminal, or read from --pin-fd.",
     version: TokenBridgeVersion.string,
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, UAF.self, ExitCodes.self,
     ])
+}
+
+enum TokenBridgeVersion {
+  static let string = "0.3.0"
 }
 
 /// Options every token command shares.
@@ -33,40 +36,33 @@ struct GlobalOptions: ParsableArguments {
   @Flag(help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
   var yes = false
 
-  @Option(help: "Seconds to wait for an answer at a prompt.")
+  @Option(help: "Seconds to wait for an answer at a prompt or on --pin-fd (1-86400).")
   var timeout: Double = 240
 
   func validate() throws {
     if let fd = pinFd, fd < 0 || fcntl(fd, F_GETFD) < 0 {
       throw ValidationError("--pin-fd \(fd) is not an open file descriptor")
     }
-    guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+    guard timeout.isFinite, timeout >= 1, timeout <= 86_400 else {
+      throw ValidationError("--timeout must be a number of seconds from 1 to 86400")
+    }
   }
 
   var traceSink: TraceSink? {
     guard trace else { return nil }
-    return { line in FileHandle.standardError.write(Data("apdu \(line)\n".utf8)) }
+    return { line in FileHandle.standardError.write(Data("apdu \(displayable(line))\n".utf8)) }
   }
 
   func prompter() -> Prompter { Prompter(pinFD: pinFd, assumeYes: yes, timeout: timeout) }
 
-  /// Finds the token to work on; asks on the terminal when there are several and none is named.
   /// PIV commands (keys): FIDO2 keys are not even enumerated.
-  func chooseToken(_ prompter: Prompter, includePUK: Bool = false) throws -> DiscoveredToken {
-    let selector = prompter.terminal.map(TerminalTokenSelector.init)
-    var selection = TokenSelection(trace: traceSink, includePUK: includePUK)
-    selection.discovery.includeFIDO2 = false
-    return try selection.choose(id: token, selector: selector)
-  }
-
-  /// Finds a token of either kind (PIV card or FIDO2 key).
-  func chooseAnyToken(_ prompter: Prompter, includePUK: Bool = true) throws -> AnyToken {
-    let selector = prompter.terminal.map(TerminalTokenSelector.init)
-    return try TokenSelection(trace: traceSink, includePUK: includePUK).chooseAny(id: token, selector: selector)
+  func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
+    TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2)
   }
 
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.
   func execute(_ body: () throws -> Void) throws {
+    Interrupts.install()
     do {
       try body()
     } catch let e as ExitCode {
@@ -74,13 +70,15 @@ struct GlobalOptions: ParsableArguments {
     } catch let e as ValidationError {
       throw e
     } catch {
-      let (message, status) = ErrorReport.describe(error)
+      let report = ErrorReport(error)
       if json {
-        print(Render.json(["error": message, "exitCode": "\(status.rawValue)"]))
+        var out = ["error": report.message, "exitCode": "\(report.status.rawValue)"]
+        if let code = report.code { out["code"] = code }
+        print(Render.json(out))
       } else {
-        FileHandle.standardError.write(Data("tokenbridge: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
       }
-      throw status.code
+      throw ExitCode(report.status.rawValue)
     }
   }
 }

@@ -47,7 +47,7 @@ struct PIVThroughPCSCDTests {
     try PinChange(operation: .changePIN).run(on: try discovered("piv-4200002"), changer: changer)
     #expect(changer.contexts.count == 2)
     #expect(changer.contexts[0].protection == .unlocked(retriesLeft: 3))
-    #expect(changer.contexts[1].lastRecoverableError == .wrongCurrent(retriesLeft: 2))
+    #expect(changer.contexts[1].lastRecoverableError == .wrong(.pin, retriesLeft: 2))
     #expect(changer.contexts[1].protection == .lastAttemptFailed(retriesLeft: 2, coolDownSeconds: 0))
     let s = try card.open()
     try s.verifyPIN(Array("111111".utf8))
@@ -60,15 +60,15 @@ struct PIVThroughPCSCDTests {
       ("123456", ""), ("123456", "12a456"), ("123456", "12345"), ("123456", "123456789"), ("123456", "123456"),
       ("123456789", "111111"),
     ])
-    #expect(throws: OperationError.self) {
+    #expect(throws: OperationError.cancelled) {
       try PinChange(operation: .changePIN).run(on: try discovered("piv-4200003"), changer: changer)
     }
     let errors = changer.contexts.dropFirst().map(\.lastRecoverableError)
     #expect(
       errors == [
-        .invalidNew(.empty), .invalidNew(.onlyNumbers), .invalidNew(.tooShort(minimum: 6)),
-        .invalidNew(.tooLong(maximum: 8)), .invalidNew(.sameAsOld),
-        .invalidCurrent(reason: "it is longer than 8 characters"),
+        .invalidNew(.pin, .empty), .invalidNew(.pin, .onlyNumbers), .invalidNew(.pin, .tooShort(minimum: 6)),
+        .invalidNew(.pin, .tooLong(maximum: 8)), .invalidNew(.pin, .sameAsOld),
+        .invalidCurrent(.pin, .tooLong(maximum: 8)),
       ])
     #expect(try card.open().pinStatus(.pin).retriesLeft == 3)
   }
@@ -78,7 +78,7 @@ struct PIVThroughPCSCDTests {
     let s = try card.open()
     for _ in 0..<2 { _ = try? s.verifyPIN(Array("000000".utf8)) }
     let no = ScriptedChanger([("123456", "111111")], confirmLast: false)
-    #expect(throws: OperationError.self) {
+    #expect(throws: OperationError.cancelled) {
       try PinChange(operation: .changePIN).run(on: try discovered("piv-4200004"), changer: no)
     }
     #expect(no.confirmations == 1)
@@ -100,7 +100,7 @@ struct PIVThroughPCSCDTests {
     }
     let unblock = ScriptedChanger([("00000000", "222222"), ("12345678", "222222")])
     try PinChange(operation: .unblockPIN).run(on: try discovered("piv-4200005"), changer: unblock)
-    #expect(unblock.contexts[1].lastRecoverableError == .wrongCurrent(retriesLeft: 2))
+    #expect(unblock.contexts[1].lastRecoverableError == .wrong(.puk, retriesLeft: 2))
     let s = try card.open()
     try s.verifyPIN(Array("222222".utf8))
     #expect(try s.pinStatus(.puk).retriesLeft == 3)
@@ -158,13 +158,13 @@ struct PIVThroughPCSCDTests {
       })
     let verifier = ScriptedVerifier(["000000", "123456"])
     let sig = try keys.sign(slot: slot, message: Array("hello".utf8), verifier: verifier)
-    #expect(verifier.contexts.last?.lastRecoverableError == .wrongPin(retriesLeft: 2))
+    #expect(verifier.contexts.last?.lastRecoverableError == .wrong(.pin, retriesLeft: 2))
     let pub = try P256.Signing.PublicKey(x963Representation: point)
     #expect(
       pub.isValidSignature(
         try P256.Signing.ECDSASignature(derRepresentation: sig), for: SHA256.hash(data: Array("hello".utf8))))
     var asked = 0
-    #expect(throws: OperationError.self) {
+    #expect(throws: OperationError.slotOccupied(slot)) {
       try keys.generate(
         slot: slot, managementKey: .defaultKey, force: false, verifier: ScriptedVerifier([]),
         confirmOverwrite: { _ in

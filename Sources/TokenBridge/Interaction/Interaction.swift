@@ -7,8 +7,46 @@ public enum InteractionError: Error, Equatable, Sendable {
   case timedOut
 }
 
-/// A secret typed by the user (PIN, PUK, password): wiped when released.
-public final class Secret: @unchecked Sendable {
+/// Why input a script gave (`--pin-fd`, `--management-key-fd`) or a missing terminal stopped a flow. Facts
+/// only; the values themselves are never carried.
+public enum InputError: Error, Equatable, Sendable {
+  /// The descriptor ended before the expected value.
+  case noMoreInput(expected: ExpectedInput)
+  /// A line on the descriptor is longer than `limit` bytes (nothing of it is kept or shown).
+  case lineTooLong(limit: Int)
+  /// The descriptor could not be read (`errno`).
+  case unreadable(fd: Int32, errno: Int32)
+  /// Something must be asked and there is neither a terminal nor a descriptor.
+  case noTerminal(expected: ExpectedInput)
+  /// A confirmation is needed and there is no terminal to ask (and no --yes).
+  case notConfirmed(Confirmation)
+  /// `--channel-binding` is not a ChannelBinding JSON object.
+  case badChannelBinding
+  /// `--management-key-fd` did not hold a hex key.
+  case badManagementKey
+  /// A file named on the command line cannot be read or written (`errno`).
+  case file(path: String, errno: Int32)
+}
+
+/// What a script was expected to provide.
+public enum ExpectedInput: Equatable, Sendable {
+  case pin
+  case managementKey
+  /// The current value of `current`, then the new value of `new` (PIN change: PIN, PIN; unblock: PUK, PIN).
+  case currentAndNew(current: PINKind, new: PINKind)
+  case newPIN
+  case answer
+}
+
+/// What a confirmation was about.
+public enum Confirmation: Equatable, Sendable {
+  case lastAttempt(PINKind)
+  case overwriteSlot(PIVSlot)
+  case forgetLocally
+}
+
+/// A secret typed by the user (PIN, PUK, password): wiped when released. Not `Sendable`: one owner.
+public final class Secret {
   public private(set) var bytes: [UInt8]
   public init(_ bytes: [UInt8]) { self.bytes = bytes }
   deinit { wipe(&bytes) }
@@ -32,16 +70,6 @@ public enum PinOperation: Sendable, Equatable {
   public var target: PINKind { self == .changePUK ? .puk : .pin }
 }
 
-/// A failure the user can correct by answering again.
-public enum PinChangeRecoverableError: Equatable, Sendable {
-  /// The new value breaks the policy: nothing was sent, no try spent.
-  case invalidNew(PinValidationError)
-  /// The current value cannot be right for this token (e.g. over 8 bytes): nothing was sent.
-  case invalidCurrent(reason: String)
-  /// The token refused the current value; `retriesLeft` remain.
-  case wrongCurrent(retriesLeft: Int)
-}
-
 /// What a PIN changer is told before it asks (the SDKs' PinChangeContext).
 public struct PinChangeContext: Sendable {
   public var token: TokenInfo
@@ -50,11 +78,11 @@ public struct PinChangeContext: Sendable {
   /// State of the authorising secret (tries left), read without spending a try.
   public var protection: ProtectionStatus
   public var authorizingStatus: PINStatus
-  public var lastRecoverableError: PinChangeRecoverableError?
+  public var lastRecoverableError: PinRecoverableError?
 }
 
 /// The current secret and the new one (already confirmed by the user).
-public struct PinChangeAnswer: Sendable {
+public struct PinChangeAnswer {
   public var current: Secret
   public var new: Secret
   public init(current: Secret, new: Secret) {

@@ -1,19 +1,14 @@
 import TokenDevices
 import UAFCore
 
-/// A failure the user can correct by entering the PIN again.
-public enum PinVerificationRecoverableError: Equatable, Sendable {
-  case wrongPin(retriesLeft: Int)
-  case invalidPin(reason: String)
-}
-
 /// What a PIN verifier is told before it asks (the SDKs' PinUserVerificationContext).
 public struct PinVerificationContext: Sendable {
   public var token: TokenInfo
   public var protection: ProtectionStatus
   public var status: PINStatus
-  public var lastRecoverableError: PinVerificationRecoverableError?
-  /// Text the user confirms with the PIN (transaction confirmation), already stripped of control sequences.
+  public var lastRecoverableError: PinRecoverableError?
+  /// Text the user confirms with the PIN (transaction confirmation), already made displayable
+  /// (`UntrustedText`): control and bidi characters shown as escapes.
   public var transactionText: String?
   /// What the PIN is for, in a few words ("sign with slot 9A").
   public var purpose: String
@@ -26,8 +21,9 @@ public protocol PinUserVerifier {
   func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool
 }
 
-/// Verifies the PIN with retries shown and the last attempt confirmed, then runs `body` in the same
-/// transaction as the successful VERIFY (so nothing can come between them).
+/// Verifies the PIV PIN through the PIN-attempt engine, then runs `body` in the same transaction as the
+/// successful VERIFY (so nothing can come between them). Inside that transaction the tries are read again
+/// first: another program may have spent some since the prompt.
 public struct PinVerification {
   public var purpose: String
   public var transactionText: String?
@@ -41,55 +37,29 @@ public struct PinVerification {
     on token: DiscoveredToken, verifier: PinUserVerifier, _ body: (Secret) throws(TokenError) -> T
   ) throws(OperationError) -> T {
     let session = token.session
-    var lastError: PinVerificationRecoverableError?
-    var confirmed = false
-    // Discovery read the tries a moment ago, and a wrong PIN reports them (63Cx): read only when unknown.
-    var known = token.info.pin
-    while true {
-      let status: PINStatus
-      if let known {
-        status = known
-      } else {
-        do { status = try session.pinStatus(.pin) } catch { throw .token(error) }
-      }
-      known = nil
-      if status.isBlocked { throw .blocked(.pin, token: token.info) }
-      var failed = false
-      if case .wrongPin = lastError { failed = true }
-      let context = PinVerificationContext(
-        token: token.info, protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: failed),
-        status: status, lastRecoverableError: lastError, transactionText: transactionText, purpose: purpose)
-      let pin: Secret
-      do { pin = try verifier.providePin(context) } catch { throw mapInteraction(error) }
-      if pin.isEmpty || pin.bytes.count > 8 {
-        lastError = .invalidPin(reason: pin.isEmpty ? "it is empty" : "it is longer than 8 characters")
-        continue
-      }
-      if context.protection.isLastAttempt && !confirmed {
-        do { confirmed = try verifier.confirmLastAttempt(context) } catch { throw mapInteraction(error) }
-        guard confirmed else { throw .cancelled }
-      }
-      do {
-        let result = try session.transact { () throws(TokenError) -> T? in
+    let engine = PinAttempts(
+      token: token.info, kind: .pin, known: token.info.pin,
+      readStatus: { () throws(TokenError) in
+        try session.pinStatus(.pin)
+      })
+    return try engine.run(
+      ask: { round in try verifier.providePin(context(token.info, round)) },
+      check: { pin in TokenFormat.pivReferenceData.validate(new: pin.bytes).map { .invalidCurrent(.pin, $0) } },
+      confirmLast: { round in try verifier.confirmLastAttempt(context(token.info, round)) },
+      attempt: { (pin, confirmed) throws(TokenError) -> T? in
+        try session.transact { () throws(TokenError) -> T? in
           let now = try session.pinStatus(.pin)
           if now.isBlocked { throw .pinBlocked(.pin) }
           if now.retriesLeft == 1 && !confirmed { return nil }
           try session.verifyPIN(pin.bytes)
           return try body(pin)
         }
-        if let result { return result }
-        lastError = nil
-      } catch .wrongPIN(_, let left) {
-        lastError = .wrongPin(retriesLeft: left)
-        confirmed = false
-        known = PINStatus(kind: .pin, retriesLeft: left, maxRetries: status.maxRetries)
-      } catch .pinBlocked(let k) {
-        throw .blocked(k, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidPin(reason: reason)
-      } catch {
-        throw .token(error)
-      }
-    }
+      })
+  }
+
+  func context(_ token: TokenInfo, _ round: PinAttempts.Round) -> PinVerificationContext {
+    PinVerificationContext(
+      token: token, protection: round.protection, status: round.status, lastRecoverableError: round.lastError,
+      transactionText: transactionText, purpose: purpose)
   }
 }

@@ -46,7 +46,7 @@ public struct DeviceInformation: Codable, Equatable, Sendable, FetchableRecord, 
   public var name: String
 }
 
-public enum LocalDataError: Error, Sendable {
+public enum LocalDataError: Error, Equatable, Sendable {
   case unavailable(path: String, reason: String)
   case notFound(String)
 }

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import TokenDevices
 
 /// Key generation and signing on a PIV token, from the client library (the CLI only wires prompts).
@@ -47,8 +48,19 @@ public struct PIVKeys {
     }
   }
 
-  /// The public key in `slot` (GET METADATA), or nil when the slot is empty.
-  public func publicKey(slot: PIVSlot) throws(OperationError) -> [UInt8]? {
-    do { return try token.session.metadata(slot)?.publicKey } catch { throw .token(error) }
+  /// The public key in `slot` (GET METADATA); an empty slot is `.token(.slotEmpty)`.
+  public func publicKey(slot: PIVSlot) throws(OperationError) -> [UInt8] {
+    let key: [UInt8]?
+    do { key = try token.session.metadata(slot)?.publicKey } catch { throw .token(error) }
+    guard let key else { throw .token(.slotEmpty(slot.rawValue)) }
+    return key
+  }
+
+  /// A management key given as hex (from `--management-key-fd`); the secret's bytes stay in `Secret`s.
+  public static func managementKey(hex line: Secret) throws(OperationError) -> ManagementKeySource {
+    let text = String(decoding: line.bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    guard var key = [UInt8](hex: text), [16, 24, 32].contains(key.count) else { throw .input(.badManagementKey) }
+    defer { wipe(&key) }
+    return .key(key)
   }
 }

@@ -11,38 +11,34 @@ public protocol ReinsertionNotifier {
 }
 
 /// Set and change the PIN of a FIDO2 key: CTAP PINs are passwords, checked with the password policy
-/// (the SDKs' PasswordChange). The flow is the PIN change's: tries read first (no try spent), policy checked
-/// before sending, last try confirmed, a wrong PIN recoverable. After 3 wrong PINs in a row the key refuses
-/// every PIN until re-inserted: no PIN is sent then; the user is told, and the flow goes on when the same key is
-/// back, or stops at the interaction timeout.
+/// (the SDKs' PasswordChange). The flow is the PIN-attempt engine's (`PinAttempts`): tries read first (no try
+/// spent), values checked before sending, last try confirmed, a wrong PIN recoverable. After 3 wrong PINs in a
+/// row the key refuses every PIN until re-inserted: no PIN is sent then; the user is told, and the flow goes on
+/// when the same key is back, or stops at the interaction timeout.
 public struct PasswordChange {
   public var interactionTimeout: Double
   public var pollInterval: Double = 0.25
 
   public init(interactionTimeout: Double = 240) { self.interactionTimeout = interactionTimeout }
 
-  /// `pin set`: a key without a PIN gets one.
+  /// `pin set`: a key without a PIN gets one. No try is spent by a refused value, and there is no try to
+  /// count: the engine runs with an unknown count that never blocks.
   public func setPIN(on token: DiscoveredFIDO2, changer: PinChanger) throws(OperationError) {
     let info = try fido2Info(token)
     guard !info.pinIsSet else { throw .token(.unsupported("setting a PIN: this key has one (use pin change)")) }
     let policy = PasswordPolicy(minPINLength: info.minPINLength)
-    var lastError: PinChangeRecoverableError?
-    while true {
-      let context = PinChangeContext(
-        token: token.info, operation: .setPIN, policy: policy, protection: .unlocked(retriesLeft: nil),
-        authorizingStatus: PINStatus(kind: .pin, retriesLeft: nil), lastRecoverableError: lastError)
-      let answer: PinChangeAnswer
-      do { answer = try changer.providePins(context) } catch { throw mapInteraction(error) }
-      if let problem = policy.validate(new: answer.new.bytes, old: nil) {
-        lastError = .invalidNew(problem)
-        continue
-      }
-      do { try token.session.setPIN(normalized(answer.new), old: nil) } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
-        continue
-      } catch { throw .token(error) }
-      return
-    }
+    let unknown = PINStatus(kind: .pin, retriesLeft: nil)
+    let engine = PinAttempts(
+      token: token.info, kind: .pin, known: unknown, readStatus: { () throws(TokenError) in unknown },
+      formatRefusal: .invalidNew(.pin, .refusedByToken))
+    let _: Bool = try engine.run(
+      ask: { round in try changer.providePins(context(token.info, .setPIN, policy, round)) },
+      check: { answer in policy.validate(new: answer.new.bytes, old: nil).map { .invalidNew(.pin, $0) } },
+      confirmLast: { _ in true },
+      attempt: { (answer, _) throws(TokenError) -> Bool? in
+        try token.session.setPIN(normalized(answer.new), old: nil)
+        return true
+      })
   }
 
   /// `pin change` on a FIDO2 key.
@@ -52,55 +48,32 @@ public struct PasswordChange {
     let info = try fido2Info(token)
     guard info.pinIsSet else { throw .token(.pinNotSet) }
     let policy = PasswordPolicy(minPINLength: info.minPINLength)
-    var lastError: PinChangeRecoverableError?
-    var confirmed = false
-    var known = token.info.pin  // read by discovery a moment ago; afterwards read before every attempt
-    while true {
-      let status: PINStatus
-      if let k = known {
-        status = k
-      } else {
-        do { status = try token.session.pinStatus() } catch { throw .token(error) }
-      }
-      known = nil
-      if status.isBlocked { throw .blocked(.pin, token: token.info) }
-      let context = PinChangeContext(
-        token: token.info, operation: .changePIN, policy: policy,
-        protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError.isWrongCurrent),
-        authorizingStatus: status, lastRecoverableError: lastError)
-      let answer: PinChangeAnswer
-      do { answer = try changer.providePins(context) } catch { throw mapInteraction(error) }
-      if let problem = policy.validate(new: answer.new.bytes, old: answer.current.bytes) {
-        lastError = .invalidNew(problem)
-        continue
-      }
-      guard !answer.current.isEmpty, answer.current.bytes.count <= PasswordPolicy.maxBytes,
-        PasswordPolicy.normalized(answer.current.bytes) != nil
-      else {
-        lastError = .invalidCurrent(reason: "it is empty, longer than 63 bytes or not UTF-8")
-        continue
-      }
-      if context.protection.isLastAttempt && !confirmed {
-        do { confirmed = try changer.confirmLastAttempt(context) } catch { throw mapInteraction(error) }
-        guard confirmed else { throw .cancelled }
-      }
-      do {
+    let engine = PinAttempts(
+      token: token.info, kind: .pin, known: token.info.pin,
+      readStatus: { () throws(TokenError) in try token.session.pinStatus() },
+      waitForReinsertion: { () throws(OperationError) in try waitForReinsertion(token, notifier) },
+      formatRefusal: .invalidNew(.pin, .refusedByToken))
+    let _: Bool = try engine.run(
+      ask: { round in try changer.providePins(context(token.info, .changePIN, policy, round)) },
+      check: { answer in
+        if let p = TokenFormat.fido2PIN.validate(new: answer.current.bytes, old: nil) {
+          return .invalidCurrent(.pin, p)
+        }
+        return policy.validate(new: answer.new.bytes, old: answer.current.bytes).map { .invalidNew(.pin, $0) }
+      },
+      confirmLast: { round in try changer.confirmLastAttempt(context(token.info, .changePIN, policy, round)) },
+      attempt: { (answer, _) throws(TokenError) -> Bool? in
         try token.session.setPIN(normalized(answer.new), old: normalized(answer.current))
-        return
-      } catch .wrongPIN(_, let left) {
-        lastError = .wrongCurrent(retriesLeft: left)
-        confirmed = false
-      } catch .needsReinsertion {
-        try waitForReinsertion(token, notifier)
-        lastError = nil
-      } catch .pinBlocked {
-        throw .blocked(.pin, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
-      } catch {
-        throw .token(error)
-      }
-    }
+        return true
+      })
+  }
+
+  func context(_ token: TokenInfo, _ op: PinOperation, _ policy: PasswordPolicy, _ round: PinAttempts.Round)
+    -> PinChangeContext
+  {
+    PinChangeContext(
+      token: token, operation: op, policy: policy, protection: round.protection, authorizingStatus: round.status,
+      lastRecoverableError: round.lastError)
   }
 
   /// Waits, sending no PIN, until the key has been unplugged and is back (its connection drops, then it

@@ -1,12 +1,11 @@
 import TokenDevices
 import UAFCore
 
-/// Change PIN, change PUK, unblock PIN: the mobile SDKs' PIN-change flow for a PIV token.
-///
-/// Each round: read the tries left (no try spent) → ask (current, new, confirmed) → check the new value
-/// against the policy (nothing sent on failure) → if this is the last try, warn and require a yes → in one
-/// transaction, read the tries again and send CHANGE REFERENCE DATA / RESET RETRY COUNTER (SELECT + 2 APDUs).
-/// A wrong current value is recoverable: the next round shows the tries left.
+/// Change PIN, change PUK, unblock PIN: the mobile SDKs' PIN-change flow for a PIV token, through the
+/// PIN-attempt engine (`PinAttempts`): tries read first (no try spent) → current and new value asked → both
+/// checked (the current against the card's format, the new against the policy; nothing sent on failure) →
+/// the last try confirmed → in one transaction, the tries read again and CHANGE REFERENCE DATA / RESET RETRY
+/// COUNTER sent. A wrong current value is recoverable: the next round shows the tries left.
 public struct PinChange {
   public var operation: PinOperation
   public var policy: PinPolicy
@@ -19,77 +18,63 @@ public struct PinChange {
   public func run(on token: DiscoveredToken, changer: PinChanger) throws(OperationError) {
     let session = token.session
     let kind = operation.authorizing
-    var lastError: PinChangeRecoverableError?
-    var lastAttemptConfirmed = false
-    // Discovery read the tries a moment ago, and a wrong attempt reports them (63Cx): read only when unknown.
-    var known: PINStatus? = kind == .pin ? token.info.pin : token.info.puk
-    while true {
-      let status: PINStatus
-      if let known { status = known } else { status = try read(session, kind) }
-      known = nil
-      if status.isBlocked { throw .blocked(kind, token: token.info) }
-      var context = PinChangeContext(
-        token: token.info, operation: operation, policy: policy,
-        protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError.isWrongCurrent),
-        authorizingStatus: status, lastRecoverableError: lastError)
-      let answer: PinChangeAnswer
-      do { answer = try changer.providePins(context) } catch { throw mapInteraction(error) }
-
-      if let problem = policy.validate(
-        new: answer.new.bytes, old: operation == .unblockPIN ? nil : answer.current.bytes)
-      {
-        lastError = .invalidNew(problem)
-        continue
-      }
-      if answer.current.isEmpty || answer.current.bytes.count > 8 {
-        lastError = .invalidCurrent(reason: answer.current.isEmpty ? "it is empty" : "it is longer than 8 characters")
-        continue
-      }
-      if context.protection.isLastAttempt && !lastAttemptConfirmed {
-        do { lastAttemptConfirmed = try changer.confirmLastAttempt(context) } catch { throw mapInteraction(error) }
-        guard lastAttemptConfirmed else { throw .cancelled }
-      }
-      do {
-        let outcome = try session.transact { () throws(TokenError) -> Bool in
+    let operation = self.operation
+    guard operation != .setPIN else {
+      throw .token(.unsupported("setting a first PIN (a PIV card always has one: use pin change)"))
+    }
+    let engine = PinAttempts(
+      token: token.info, kind: kind, known: kind == .pin ? token.info.pin : token.info.puk,
+      readStatus: { () throws(TokenError) in try session.pinStatus(kind) })
+    let policy = self.policy
+    let _: Bool = try engine.run(
+      ask: { round in try changer.providePins(context(token.info, round)) },
+      check: { answer in
+        if let p = TokenFormat.pivReferenceData.validate(new: answer.current.bytes) {
+          return .invalidCurrent(kind, p)
+        }
+        let old = operation == .unblockPIN ? nil : answer.current.bytes
+        return policy.validate(new: answer.new.bytes, old: old).map { .invalidNew(operation.target, $0) }
+      },
+      confirmLast: { round in try changer.confirmLastAttempt(context(token.info, round)) },
+      attempt: { (answer, confirmed) throws(TokenError) -> Bool? in
+        try session.transact { () throws(TokenError) -> Bool? in
           // Tries may have been spent by another program since the prompt: read them again first.
           let now = try session.pinStatus(kind)
           if now.isBlocked { throw .pinBlocked(kind) }
-          if now.retriesLeft == 1 && !lastAttemptConfirmed { return false }
-          switch operation {
-          case .changePIN, .changePUK:
-            try session.changeReference(kind, old: answer.current.bytes, new: answer.new.bytes)
-          case .unblockPIN:
+          if now.retriesLeft == 1 && !confirmed { return nil }
+          if operation == .unblockPIN {
             try session.unblockPIN(puk: answer.current.bytes, newPIN: answer.new.bytes)
-          case .setPIN:
-            throw .unsupported("setting a first PIN (a PIV card always has one: use pin change)")
+          } else {
+            try session.changeReference(kind, old: answer.current.bytes, new: answer.new.bytes)
           }
           return true
         }
-        if outcome { return }
-        context.lastRecoverableError = nil
-        lastError = nil
-      } catch .wrongPIN(_, let left) {
-        lastError = .wrongCurrent(retriesLeft: left)
-        lastAttemptConfirmed = false
-        known = PINStatus(kind: kind, retriesLeft: left, maxRetries: status.maxRetries, isDefault: status.isDefault)
-      } catch .pinBlocked(let k) {
-        throw .blocked(k, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
-      } catch {
-        throw .token(error)
-      }
-    }
+      })
   }
 
-  func read(_ session: PIVSession, _ kind: PINKind) throws(OperationError) -> PINStatus {
-    do { return try session.pinStatus(kind) } catch { throw .token(error) }
+  func context(_ token: TokenInfo, _ round: PinAttempts.Round) -> PinChangeContext {
+    PinChangeContext(
+      token: token, operation: operation, policy: policy, protection: round.protection,
+      authorizingStatus: round.status, lastRecoverableError: round.lastError)
   }
 }
 
-extension Optional where Wrapped == PinChangeRecoverableError {
-  var isWrongCurrent: Bool {
-    if case .wrongCurrent = self { return true }
-    return false
+extension PinOperation {
+  /// Runs this PIN operation on a token of either kind: PIV through `PinChange`, FIDO2 through
+  /// `PasswordChange`. A FIDO2 key has no PUK: a blocked PIN needs a reset of the key.
+  public func run(on token: AnyToken, changer: PinChanger & ReinsertionNotifier, interactionTimeout: Double)
+    throws(OperationError)
+  {
+    switch token {
+    case .piv(let t): try PinChange(operation: self).run(on: t, changer: changer)
+    case .fido2(let key):
+      let flow = PasswordChange(interactionTimeout: interactionTimeout)
+      switch self {
+      case .setPIN: try flow.setPIN(on: key, changer: changer)
+      case .changePIN: try flow.changePIN(on: key, changer: changer, notifier: changer)
+      case .changePUK, .unblockPIN:
+        throw .token(.unsupported("a PUK (FIDO2 keys have none; a blocked PIN needs a reset of the key)"))
+      }
+    }
   }
 }

@@ -4,8 +4,8 @@ import TokenDevices
 public struct TokenSelection {
   public var discovery: TokenDiscovery
 
-  public init(trace: TraceSink? = nil, includePUK: Bool = true) {
-    discovery = TokenDiscovery(trace: trace, includePUK: includePUK)
+  public init(trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true) {
+    discovery = TokenDiscovery(trace: trace, includePUK: includePUK, includeFIDO2: includeFIDO2)
   }
 
   /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).
@@ -56,13 +56,7 @@ public struct TokenSelection {
     }
   }
 
-  func describe(_ e: TokenError) -> String {
-    switch e {
-    case .notPIV: "not a PIV card"
-    case .smartCard(let s): "\(s)"
-    default: "\(e)"
-    }
-  }
+  func describe(_ e: TokenError) -> String { ErrorReport.unusable(e) }
 }
 
 func mapInteraction(_ error: Error) -> OperationError {
@@ -71,7 +65,8 @@ func mapInteraction(_ error: Error) -> OperationError {
   case InteractionError.timedOut: .timedOut
   case let e as OperationError: e
   case let e as TokenError: .token(e)
-  default: .interaction(error)
+  case let e as InputError: .input(e)
+  default: .unexpected(String(describing: type(of: error)))
   }
 }
 

@@ -43,12 +43,13 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     return nil
   }
 
-  /// Runs `body` with the PIN (asked with tries shown; a wrong one recoverable), for keys with a PIN set.
+  /// Runs `body` with the PIN through the PIN-attempt engine (tries shown, value checked before sending, last
+  /// try confirmed, a wrong PIN recoverable, a cool-down waited out with nothing sent), for keys with a PIN set.
   func withPIN<T>(
     purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
-    _ body: (String?) throws(TokenError) -> T
+    _ body: (String) throws(TokenError) -> T
   ) throws(OperationError) -> T {
-    // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read before each attempt.
+    // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read after each failure.
     let info: FIDO2Info
     if let known = key.info.fido2 {
       info = known
@@ -57,48 +58,27 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     }
     guard info.pinIsSet else { throw .token(.pinNotSet) }
     guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
-    var lastError: PinVerificationRecoverableError?
-    var knownStatus = key.info.pin
-    while true {
-      let status: PINStatus
-      if let k = knownStatus {
-        status = k
-      } else {
-        do { status = try key.session.pinStatus() } catch { throw .token(error) }
-      }
-      knownStatus = nil
-      if status.isBlocked { throw .blocked(.pin, token: key.info) }
-      let context = PinVerificationContext(
-        token: key.info, protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError != nil),
-        status: status, lastRecoverableError: lastError, transactionText: transaction, purpose: purpose)
-      let pin: Secret
-      do { pin = try verifier.providePin(context) } catch { throw mapInteraction(error) }
-      guard let normalized = PasswordPolicy.normalized(pin.bytes), !normalized.isEmpty, normalized.count <= 63 else {
-        lastError = .invalidPin(reason: "it is empty, longer than 63 bytes or not UTF-8")
-        continue
-      }
-      if context.protection.isLastAttempt {
-        let yes: Bool
-        do { yes = try verifier.confirmLastAttempt(context) } catch { throw mapInteraction(error) }
-        guard yes else { throw .cancelled }
-      }
-      do {
-        return try body(String(decoding: normalized, as: UTF8.self))
-      } catch .wrongPIN(_, let left) {
-        lastError = .wrongPin(retriesLeft: left)
-      } catch .needsReinsertion {
-        if let notifier = verifier as? ReinsertionNotifier {
-          try PasswordChange(interactionTimeout: timeout).waitForReinsertion(key, notifier)
-          lastError = nil
-        } else {
-          throw .token(.needsReinsertion)
-        }
-      } catch .pinBlocked {
-        throw .blocked(.pin, token: key.info)
-      } catch {
-        throw .token(error)
-      }
+    let key = self.key
+    let timeout = self.timeout
+    let engine = PinAttempts(
+      token: key.info, kind: .pin, known: key.info.pin,
+      readStatus: { () throws(TokenError) in try key.session.pinStatus() },
+      waitForReinsertion: { () throws(OperationError) in
+        guard let notifier = verifier as? ReinsertionNotifier else { throw .token(.needsReinsertion) }
+        try PasswordChange(interactionTimeout: timeout).waitForReinsertion(key, notifier)
+      })
+    func context(_ round: PinAttempts.Round) -> PinVerificationContext {
+      PinVerificationContext(
+        token: key.info, protection: round.protection, status: round.status, lastRecoverableError: round.lastError,
+        transactionText: transaction, purpose: purpose)
     }
+    return try engine.run(
+      ask: { round in try verifier.providePin(context(round)) },
+      check: { pin in TokenFormat.fido2PIN.validate(new: pin.bytes, old: nil).map { .invalidCurrent(.pin, $0) } },
+      confirmLast: { round in try verifier.confirmLastAttempt(context(round)) },
+      attempt: { (pin, _) throws(TokenError) -> T? in
+        try body(String(decoding: PasswordPolicy.normalized(pin.bytes) ?? pin.bytes, as: UTF8.self))
+      })
   }
 
   public func register(

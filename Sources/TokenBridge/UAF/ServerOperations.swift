@@ -26,9 +26,10 @@ public struct ServerOperations {
   public func register(username: String, verifier: PinUserVerifier) throws(OperationError) -> String {
     let message: String
     do { message = try backend.requestMessage(.reg, context: ["username": username]) } catch { throw .backend(error) }
-    let result = try client.process(message, verifier: verifier, accountSelector: nil)
+    let result = try client.process(
+      message, expecting: .init(op: .reg, username: username), verifier: verifier, accountSelector: nil)
     guard result.op == .reg, let keyID = result.pendingKeyID, let response = result.responseMessage else {
-      throw .message(.malformed("the server sent a \(result.op.rawValue) request for a registration"))
+      throw .unexpectedRequest(asked: .reg, got: result.op)
     }
     do {
       try backend.sendResponse(.reg, response)
@@ -50,9 +51,10 @@ public struct ServerOperations {
     if let transactionText { context["transaction"] = transactionText }
     let message: String
     do { message = try backend.requestMessage(.auth, context: context) } catch { throw .backend(error) }
-    let result = try client.process(message, verifier: verifier, accountSelector: accountSelector)
+    let result = try client.process(
+      message, expecting: .init(op: .auth), verifier: verifier, accountSelector: accountSelector)
     guard result.op == .auth, let response = result.responseMessage else {
-      throw .message(.malformed("the server sent a \(result.op.rawValue) request for an authentication"))
+      throw .unexpectedRequest(asked: .auth, got: result.op)
     }
     do { try backend.sendResponse(.auth, response) } catch { throw .backend(error) }
     return result.username ?? ""
@@ -66,7 +68,10 @@ public struct ServerOperations {
     if let keyID { context["keyID"] = keyID }
     let message: String
     do { message = try backend.requestMessage(.dereg, context: context) } catch { throw .backend(error) }
-    return try client.process(message, verifier: verifier, accountSelector: nil).removed
+    return try client.process(
+      message, expecting: .init(op: .dereg, username: username, keyID: keyID), verifier: verifier,
+      accountSelector: nil
+    ).removed
   }
 
   /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names.
@@ -75,7 +80,8 @@ public struct ServerOperations {
   {
     let message: String
     do { message = try backend.redeem(token: token, url: url) } catch { throw .backend(error) }
-    let result = try client.process(message, verifier: verifier, accountSelector: accountSelector)
+    // The payload names the operation; the front end shows it and asks before this is called.
+    let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
     if let response = result.responseMessage {
       do { try backend.sendResponse(result.op, response) } catch {
         if let k = result.pendingKeyID { try? client.localData.abandon(k) }

@@ -68,13 +68,34 @@ public struct UAFClient {
       + fido2Keys.map { FIDO2Authenticator(key: $0, configuration: configuration, localData: localData) }
   }
 
-  /// Processes a UAF request message; prompts through the given interactions.
+  /// What the caller asked the server for: every message the server sends back is checked against it
+  /// before anything is processed (a server answering a registration with a Dereg gets nothing deleted).
+  public struct Expectation: Sendable, Equatable {
+    public var op: UAFOperation
+    /// The user asked for (registration, deregistration); a request naming another is refused.
+    public var username: String?
+    /// Deregistration: only this KeyID may be touched.
+    public var keyID: String?
+    public init(op: UAFOperation, username: String? = nil, keyID: String? = nil) {
+      self.op = op
+      self.username = username
+      self.keyID = keyID
+    }
+  }
+
+  /// Processes a UAF request message; prompts through the given interactions. `expecting` nil: any operation
+  /// (`uaf process`, where the caller hands over a request it got itself).
   public func process(
-    _ message: String, verifier: PinUserVerifier, accountSelector: AccountSelector?
+    _ message: String, expecting: Expectation?, verifier: PinUserVerifier, accountSelector: AccountSelector?
   ) throws(OperationError) -> UAFClientResult {
     let requests: [UAFRequest]
     do { requests = try UAFMessageCodec.decodeRequests(message) } catch { throw .message(error) }
     let request = requests[0]  // the first one in a version we speak (UAF Protocol §3.1)
+    if let expecting {
+      for r in requests where r.header.op != expecting.op {
+        throw .unexpectedRequest(asked: expecting.op, got: r.header.op)
+      }
+    }
     let appID: String
     do {
       appID = try FacetCheck.check(
@@ -82,10 +103,15 @@ public struct UAFClient {
         fetch: fetchFacets)
     } catch { throw .facet(error) }
     switch request {
-    case .registration(let r): return try register(r, appID: appID, verifier: verifier)
+    case .registration(let r):
+      if let asked = expecting?.username, asked != r.username {
+        throw .usernameMismatch(asked: asked, got: r.username)
+      }
+      return try register(r, appID: appID, verifier: verifier)
     case .authentication(let r):
       return try authenticate(r, appID: appID, verifier: verifier, accountSelector: accountSelector)
-    case .deregistration(let r): return try deregister(r, verifier: verifier)
+    case .deregistration(let r):
+      return try deregister(r, appID: appID, expecting: expecting, verifier: verifier)
     }
   }
 
@@ -185,9 +211,20 @@ public struct UAFClient {
       op: .auth, responseMessage: UAFMessageCodec.encodeResponses([response]), username: chosen.1.username)
   }
 
-  func deregister(_ r: DeregistrationRequest, verifier: PinUserVerifier) throws(OperationError) -> UAFClientResult {
+  /// Only keys of the request's appID (and the entries' AAID and KeyID; UAF 1.1 §3.6.1: an empty AAID means
+  /// every authenticator, an empty KeyID every key of that AAID) are touched; when the user asked the server
+  /// for a deregistration, only that user's keys (and only the asked KeyID). A Dereg for another appID or user
+  /// is a no-op (the client's answer is still NO_ERROR, UAF Client API §3.1.2).
+  func deregister(
+    _ r: DeregistrationRequest, appID: String, expecting: Expectation?, verifier: PinUserVerifier
+  ) throws(OperationError) -> UAFClientResult {
     let records: [AuthenticatorRecord]
-    do { records = try localData.authenticators(server: server) } catch { throw .localData(error) }
+    do {
+      records = try localData.authenticators(server: server).filter { rec in
+        rec.appID == appID && (expecting?.username.map { $0 == rec.username } ?? true)
+          && (expecting?.keyID.map { $0 == rec.keyID } ?? true)
+      }
+    } catch { throw .localData(error) }
     var removed: [String] = []
     for entry in r.authenticators {
       let hits = records.filter { rec in

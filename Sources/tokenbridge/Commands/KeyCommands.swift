@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenBridge
-import TokenDevices
 
 struct Key: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -13,7 +12,7 @@ struct SlotArgument: ParsableArguments {
     help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.",
     transform: { s in
       guard let slot = PIVSlot(string: s) else {
-        throw ValidationError("'\(s)' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
+        throw ValidationError("'\(displayable(s))' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
       }
       return slot
     })
@@ -41,30 +40,30 @@ struct KeyGenerate: ParsableCommand {
     if managementKeyFd != nil && pinProtectedManagementKey {
       throw ValidationError("--management-key-fd and --pin-protected-management-key exclude each other")
     }
+    if let fd = managementKeyFd, fd < 0 || fcntl(fd, F_GETFD) < 0 {
+      throw ValidationError("--management-key-fd \(fd) is not an open file descriptor")
+    }
   }
 
   func run() throws {
     try options.execute {
       let prompter = options.prompter()
-      let token = try options.chooseToken(prompter)
+      let token = try options.selection(includeFIDO2: false).choose(
+        id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
       var source = ManagementKeySource.defaultKey
       if pinProtectedManagementKey { source = .pinProtected }
       if let fd = managementKeyFd {
-        guard var line = FDLineReader(fd: fd).next() else {
-          throw InputError(message: "--management-key-fd: no key on descriptor \(fd).", status: .usage)
+        guard let line = try SecretLineReader(fd: fd, timeout: options.timeout).next() else {
+          throw InputError.noMoreInput(expected: .managementKey)
         }
-        defer { wipe(&line) }
-        guard let key = [UInt8](hex: String(decoding: line, as: UTF8.self)) else {
-          throw InputError(message: "--management-key-fd: the key must be hex.", status: .usage)
-        }
-        source = .key(key)
+        source = try PIVKeys.managementKey(hex: line)
       }
       let point = try PIVKeys(token: token).generate(
         slot: slot.slot, managementKey: source, force: force, verifier: prompter,
         confirmOverwrite: { s in
           // Without a terminal (or --yes) there is nobody to ask: refuse, and say --force.
           guard prompter.canAsk || options.yes else { return false }
-          return try prompter.confirm("Slot \(s) already holds a key; generating replaces it for good.")
+          return try prompter.confirm(.overwriteSlot(s))
         })
       let pem = try PublicKeyFormat.pem(point)
       if options.json {
@@ -84,11 +83,9 @@ struct KeyPublic: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let token = try options.chooseToken(options.prompter())
-      guard let point = try PIVKeys(token: token).publicKey(slot: slot.slot) else {
-        throw TokenError.slotEmpty(slot.slot.rawValue)
-      }
-      print(try PublicKeyFormat.pem(point))
+      let token = try options.selection(includeFIDO2: false).choose(
+        id: options.token, selector: options.prompter().terminal.map(TerminalTokenSelector.init))
+      print(try PublicKeyFormat.pem(try PIVKeys(token: token).publicKey(slot: slot.slot)))
     }
   }
 }
@@ -107,19 +104,21 @@ struct KeySign: ParsableCommand {
   func run() throws {
     try options.execute {
       let message: Data
-      do {
-        message =
-          try input.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
-          ?? FileHandle.standardInput.readDataToEndOfFile()
-      } catch {
-        throw InputError(message: "Cannot read \(input ?? "stdin"): \(error.localizedDescription)", status: .usage)
+      if let input {
+        guard let d = FileManager.default.contents(atPath: input) else {
+          throw InputError.file(path: input, errno: errno == 0 ? ENOENT : errno)
+        }
+        message = d
+      } else {
+        message = FileHandle.standardInput.readDataToEndOfFile()
       }
       let prompter = options.prompter()
-      let token = try options.chooseToken(prompter)
+      let token = try options.selection(includeFIDO2: false).choose(
+        id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
       let sig = try PIVKeys(token: token).sign(slot: slot.slot, message: Array(message), verifier: prompter)
       if let output {
-        do { try Data(sig).write(to: URL(fileURLWithPath: output)) } catch {
-          throw InputError(message: "Cannot write \(output): \(error.localizedDescription)", status: .failure)
+        guard FileManager.default.createFile(atPath: output, contents: Data(sig)) else {
+          throw InputError.file(path: output, errno: errno)
         }
       } else {
         print(sig.map { String(format: "%02x", $0) }.joined())

@@ -1,6 +1,5 @@
 import ArgumentParser
 import TokenBridge
-import TokenDevices
 
 struct Pin: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -25,34 +24,27 @@ struct PinStatusCommand: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let token = try options.chooseAnyToken(options.prompter())
-      let info = token.info
+      let prompter = options.prompter()
+      let info = try options.selection(includeFIDO2: true).chooseAny(
+        id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init)
+      ).info
       if options.json {
         print(Render.json(Report(token: info.id, pin: info.pin, puk: info.puk)))
       } else {
-        print("\(info.name) (\(info.id))")
+        print("\(displayable(info.name)) (\(info.id))")
         for line in Render.pinLines(info) { print("  " + line) }
       }
     }
   }
 }
 
-/// Shared by pin change, puk change and pin unblock.
+/// Shared by pin set, pin change, puk change and pin unblock.
 func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws {
   try options.execute {
     let prompter = options.prompter()
-    let chosen = try options.chooseAnyToken(prompter, includePUK: operation.authorizing == .puk)
-    switch chosen {
-    case .piv(let token): try PinChange(operation: operation).run(on: token, changer: prompter)
-    case .fido2(let key):
-      let flow = PasswordChange(interactionTimeout: options.timeout)
-      switch operation {
-      case .setPIN: try flow.setPIN(on: key, changer: prompter)
-      case .changePIN: try flow.changePIN(on: key, changer: prompter, notifier: prompter)
-      case .changePUK, .unblockPIN:
-        throw TokenError.unsupported("a PUK (FIDO2 keys have none; a blocked PIN needs a reset of the key)")
-      }
-    }
+    let chosen = try options.selection(includePUK: operation.authorizing == .puk, includeFIDO2: true).chooseAny(
+      id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
+    try operation.run(on: chosen, changer: prompter, interactionTimeout: options.timeout)
     let done =
       switch operation {
       case .changePIN: "PIN changed."

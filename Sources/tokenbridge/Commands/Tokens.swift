@@ -1,6 +1,5 @@
 import ArgumentParser
 import TokenBridge
-import TokenDevices
 
 struct Tokens: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -10,24 +9,23 @@ struct Tokens: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let result = try TokenDiscovery(trace: options.traceSink).discover()
+      let listing = try TokenListing(trace: options.traceSink)
       if options.json {
-        print(Render.json(result.tokens))
+        print(Render.json(listing.tokens))
         return
       }
-      if result.tokens.isEmpty {
-        print(result.readerCount == 0 ? "No smart-card reader found." : "No token found.")
+      if listing.tokens.isEmpty {
+        print(listing.readerCount == 0 ? "No smart-card reader found." : "No token found.")
       }
-      for t in result.tokens {
-        print("\(t.id)  \(t.name)")
+      for t in listing.tokens {
+        print("\(t.id)  \(displayable(t.name))")
         print("  kind: \(t.kind.rawValue)   capabilities: \(t.capabilities.joined(separator: ", "))")
-        if let r = t.reader { print("  reader: \(r)") }
+        if let r = t.reader { print("  reader: \(displayable(r))") }
         if let s = t.serial { print("  serial: \(s)") }
         for line in Render.pinLines(t) { print("  " + line) }
       }
-      for r in result.emptyReaders { print("(\(r): no card)") }
-      if let p = result.pcscProblem { print("(smart cards: \(ErrorReport.smartCard(p).0))") }
-      for u in result.unusableCards { print("(\(u.reader): \(ErrorReport.token(u.reason).0))") }
+      for r in listing.emptyReaders { print("(\(displayable(r)): no card)") }
+      for p in listing.problems { print("(\(p))") }
     }
   }
 }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenBridge
-import TokenDevices
-import UAFCore
 
 /// Options of commands that talk to a server.
 struct ServerOptions: ParsableArguments {
@@ -13,54 +11,33 @@ struct ServerOptions: ParsableArguments {
   var facetId: String?
 }
 
-/// What every UAF command sets up: configuration, local data (repaired), tokens.
+/// The library's UAF environment with this command's prompts wired in.
 struct UAFContext {
-  let configuration: Configuration
-  let localData: LocalData
+  let env: UAFEnvironment
   let prompter: Prompter
-
-  static func loadConfiguration() throws(OperationError) -> Configuration {
-    do { return try Configuration.load() } catch { throw .configuration(error) }
-  }
+  let options: GlobalOptions
 
   init(_ options: GlobalOptions) throws {
-    configuration = try Self.loadConfiguration()
-    do { localData = try LocalData() } catch { throw OperationError.localData(error) }
-    // A registration cut off (crash, kill -9, pulled token) left a pending record: the slot stays ours.
-    if let repaired = try? localData.repairInterrupted(), !repaired.isEmpty {
-      FileHandle.standardError.write(
-        Data(
-          "tokenbridge: \(repaired.count) interrupted registration(s) cleaned up; their slots will be reused.\n".utf8))
+    env = try UAFEnvironment()
+    self.options = options
+    prompter = options.prompter()
+    if !env.repaired.isEmpty {
+      prompter.say(
+        "tokenbridge: \(env.repaired.count) interrupted registration(s) cleaned up; their slots will be reused.")
     }
-    prompter = Prompter(pinFD: options.pinFd, assumeYes: options.yes, timeout: options.timeout)
   }
 
-  /// Tokens present, PIV cards and FIDO2 keys (only the one named by --token, when given). FIDO2 keys say when
-  /// they wait for a touch, and Ctrl-C then cancels the operation on the key (CTAPHID_CANCEL).
-  func tokens(_ options: GlobalOptions) throws -> (piv: [DiscoveredToken], fido2: [DiscoveredFIDO2]) {
-    let result = try TokenDiscovery(trace: options.traceSink, includePUK: false).discover()
+  func tokens() throws -> UAFTokens {
     let p = prompter
-    for k in result.fido2Found { k.session.touchCue = { p.say("Touch your key (\(k.info.id)).") } }
-    if !result.fido2Found.isEmpty { CancelOnInterrupt.install() }
-    guard let id = options.token else { return (result.found, result.fido2Found) }
-    let piv = result.found.filter { $0.info.id == id }
-    let fido2 = result.fido2Found.filter { $0.info.id == id }
-    if piv.isEmpty && fido2.isEmpty { throw OperationError.tokenNotFound(id, available: result.tokens) }
-    return (piv, fido2)
+    return try env.tokens(id: options.token, trace: options.traceSink) { info in
+      p.say("Touch your key (\(info.id)).")
+    }
   }
 
-  func server(_ s: ServerOptions) throws -> String {
-    guard let server = s.server ?? configuration.server else { throw OperationError.configuration(.noServer) }
-    return server
-  }
-
-  func operations(_ options: GlobalOptions, _ s: ServerOptions) throws -> ServerOperations {
-    let (piv, fido2) = try tokens(options)
-    var ops = try ServerOperations(
-      configuration: configuration, server: try server(s), facetID: s.facetId, localData: localData, tokens: piv,
-      fido2Keys: fido2)
-    if prompter.canAsk { ops.client.authenticatorSelector = TerminalAuthenticatorSelector(prompter: prompter) }
-    return ops
+  func operations(_ s: ServerOptions) throws -> ServerOperations {
+    try env.operations(
+      server: s.server, facetID: s.facetId, tokens: try tokens(),
+      authenticatorSelector: prompter.canAsk ? TerminalAuthenticatorSelector(prompter: prompter) : nil)
   }
 }
 
@@ -69,7 +46,7 @@ struct TerminalAccountSelector: AccountSelector {
   func selectAccount(from accounts: [AuthenticatorRecord]) throws -> AuthenticatorRecord {
     guard let terminal = prompter.terminal else { throw OperationError.ambiguousAccount(accounts) }
     let i = try terminal.choose(
-      "Several accounts can sign in:", accounts.map { "\(TransactionContent.sanitized($0.username))  (\($0.tokenID))" })
+      "Several accounts can sign in:", accounts.map { "\(displayable($0.username))  (\($0.tokenID))" })
     return accounts[i]
   }
 }
@@ -80,8 +57,8 @@ struct TerminalAuthenticatorSelector: AuthenticatorSelector {
   func selectAuthenticator(from items: [AuthenticatorItem]) throws -> AuthenticatorItem {
     guard let terminal = prompter.terminal else { throw InteractionError.cancelled }
     let lines = items.map { it in
-      "\(it.token.id)  \(it.token.name)"
-        + (it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.joined(separator: "; ")))")
+      "\(it.token.id)  \(displayable(it.token.name))"
+        + (it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.map(displayable).joined(separator: "; ")))")
     }
     return items[try terminal.choose("Several tokens can be registered:", lines) { items[$0].isPolicyCompliant }]
   }
@@ -97,11 +74,11 @@ struct Register: ParsableCommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      let keyID = try ctx.operations(options, serverOptions).register(username: username, verifier: ctx.prompter)
+      let keyID = try ctx.operations(serverOptions).register(username: username, verifier: ctx.prompter)
       if options.json {
         print(Render.json(["result": "registered", "username": username, "keyID": keyID]))
       } else {
-        print("Registered \(username) (KeyID \(keyID)).")
+        print("Registered \(displayable(username)) (KeyID \(keyID)).")
       }
     }
   }
@@ -120,7 +97,7 @@ struct Authenticate: ParsableCommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      let ops = try ctx.operations(options, serverOptions)
+      let ops = try ctx.operations(serverOptions)
       do {
         let who = try ops.authenticate(
           username: username, transactionText: transaction, verifier: ctx.prompter,
@@ -128,24 +105,22 @@ struct Authenticate: ParsableCommand {
         if options.json {
           print(Render.json(["result": "authenticated", "username": who]))
         } else {
-          print("Authenticated as \(TransactionContent.sanitized(who)).")
+          print("Authenticated as \(displayable(who)).")
         }
       } catch OperationError.backend(.uafStatus(1481, let d)) {
-        try offerLocalDelete(ctx, ops)
+        offerLocalDelete(ctx, ops)
         throw OperationError.backend(.uafStatus(1481, description: d))
       }
     }
   }
 
   /// 1481: the server forgot the key. Offer to forget it here too (never silently).
-  func offerLocalDelete(_ ctx: UAFContext, _ ops: ServerOperations) throws {
-    let mine = (try? ctx.localData.authenticators(server: ops.backend.origin, username: username)) ?? []
+  func offerLocalDelete(_ ctx: UAFContext, _ ops: ServerOperations) {
+    let mine = ctx.env.unknownRegistrations(ops, username: username)
     guard !mine.isEmpty else { return }
     let ids = mine.map(\.keyID).joined(separator: " ")
-    if ctx.prompter.canAsk || options.yes,
-      (try? ctx.prompter.confirm("The server no longer knows this registration. Delete it locally?")) == true
-    {
-      for r in mine { try? ctx.localData.delete(r.keyID) }
+    if ctx.prompter.canAsk || options.yes, (try? ctx.prompter.confirm(.forgetLocally)) == true {
+      for r in mine { try? ctx.env.localData.delete(r.keyID) }
       ctx.prompter.say("Deleted locally: \(ids)")
     } else {
       ctx.prompter.say("To delete it locally: tokenbridge local delete \(ids)")
@@ -164,13 +139,14 @@ struct Deregister: ParsableCommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      let removed = try ctx.operations(options, serverOptions).deregister(
+      let removed = try ctx.operations(serverOptions).deregister(
         username: username, keyID: keyId, verifier: ctx.prompter)
       if options.json {
         print(Render.json(["removed": removed]))
       } else {
         print(
-          removed.isEmpty ? "Nothing was registered here for \(username)." : "Deregistered \(removed.count) key(s).")
+          removed.isEmpty
+            ? "Nothing was registered here for \(displayable(username))." : "Deregistered \(removed.count) key(s).")
       }
     }
   }
@@ -181,13 +157,12 @@ struct Accounts: ParsableCommand {
   @OptionGroup var options: GlobalOptions
   func run() throws {
     try options.execute {
-      let ctx = try UAFContext(options)
-      let accounts = try ctx.localData.accounts()
+      let accounts = try UAFContext(options).env.localData.accounts()
       if options.json {
         print(Render.json(accounts))
       } else {
         if accounts.isEmpty { print("No accounts.") }
-        for a in accounts { print("\(TransactionContent.sanitized(a.username))  at \(a.server)") }
+        for a in accounts { print("\(displayable(a.username))  at \(displayable(a.server))") }
       }
     }
   }
@@ -205,8 +180,7 @@ struct Authenticators: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let ctx = try UAFContext(options)
-      let rows = try ctx.localData.authenticators(includeAll: all).map {
+      let rows = try UAFContext(options).env.localData.authenticators(includeAll: all).map {
         Row(
           keyID: $0.keyID, aaid: $0.aaid, username: $0.username, server: $0.server, token: $0.tokenID,
           slot: $0.slot >= 0 ? String($0.slot, radix: 16) : "-", state: $0.state.rawValue, signCounter: $0.signCounter)
@@ -217,8 +191,8 @@ struct Authenticators: ParsableCommand {
         if rows.isEmpty { print("No registrations.") }
         for r in rows {
           print(
-            "\(r.keyID)  \(r.aaid)  \(TransactionContent.sanitized(r.username))  \(r.token) slot \(r.slot)  \(r.state)  counter \(r.signCounter)"
-          )
+            "\(r.keyID)  \(displayable(r.aaid))  \(displayable(r.username))  \(r.token) slot \(r.slot)  \(r.state)  "
+              + "counter \(r.signCounter)")
         }
       }
     }
@@ -239,9 +213,8 @@ struct LocalDelete: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let ctx = try UAFContext(options)
-      try ctx.localData.delete(keyID)
-      print("Forgotten locally: \(keyID)")
+      try UAFContext(options).env.localData.delete(keyID)
+      print("Forgotten locally: \(displayable(keyID))")
     }
   }
 }
@@ -253,21 +226,21 @@ struct Info: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let config = try UAFContext.loadConfiguration()
+      let config: Configuration
+      config = try Configuration.load()
       let server = serverOptions.server ?? config.server
       let facet = serverOptions.facetId ?? config.facetID ?? server.flatMap { try? BackendClient(server: $0).origin }
       let device = try? LocalData().deviceInformation()
       let info: [String: String] = [
         "deviceID": device?.deviceID ?? "(none: no registration yet)", "deviceName": device?.name ?? "(none)",
         "version": TokenBridgeVersion.string, "server": server ?? "(none)", "facetID": facet ?? "(none)",
-        "pivAAID": config.pivAAID, "fido2AAID": config.fido2AAID,
-        "configuration": Configuration.directory.appendingPathComponent("config.json").path,
+        "pivAAID": config.pivAAID, "fido2AAID": config.fido2AAID, "configuration": Configuration.file.path,
         "localData": Configuration.dataDirectory.appendingPathComponent("tokenbridge.sqlite").path,
       ]
       if options.json {
         print(Render.json(info))
       } else {
-        for k in info.keys.sorted() { print("\(k): \(info[k]!)") }
+        for k in info.keys.sorted() { print("\(k): \(displayable(info[k]!))") }
       }
     }
   }
@@ -294,61 +267,12 @@ struct UAFProcess: ParsableCommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      guard let facet = facetId ?? ctx.configuration.facetID else {
-        throw InputError(message: "uaf process needs --facet-id (or facetID in the configuration).", status: .usage)
-      }
-      let input = FileHandle.standardInput.readData(ofLength: UAFMessageCodec.maxSize + 1)
-      guard input.count <= UAFMessageCodec.maxSize else { throw OperationError.message(.tooLarge(input.count)) }
-      var message = String(decoding: input, as: UTF8.self)
-      if let obj = try? JSONSerialization.jsonObject(with: input) as? [String: Any] {
-        guard let m = obj["uafProtocolMessage"] as? String else {
-          throw OperationError.message(.malformed("no uafProtocolMessage"))
-        }
-        message = m
-      }
-      var client = UAFClient(
-        configuration: ctx.configuration, facetID: facet, server: facet, localData: ctx.localData,
-        tokens: try ctx.tokens(options).piv,
-        fetchFacets: { url in
-          try BackendClient(server: "\(url.scheme!)://\(url.host!)\(url.port.map { ":\($0)" } ?? "")").trustedFacets(
-            url)
-        })
-      if let cb = channelBinding {
-        guard let data = cb.data(using: .utf8), let v = try? JSONDecoder().decode(ChannelBinding.self, from: data)
-        else {
-          throw InputError(message: "--channel-binding must be a ChannelBinding JSON object.", status: .usage)
-        }
-        client.channelBinding = v
-      }
-      let result = try client.process(
-        message, verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter))
-      // The caller delivers the response: as for the FIDO client API, the registration counts as made.
-      if let k = result.pendingKeyID { try ctx.localData.confirmRegistration(k) }
-      print(Render.json(["uafProtocolMessage": result.responseMessage ?? ""]))
+      // One byte past the limit tells "too large" without reading an endless stdin.
+      let input = FileHandle.standardInput.readData(ofLength: UAFProcessLimits.maxInput + 1)
+      let out = try ctx.env.processUAF(
+        input: Array(input), facetID: facetId, channelBinding: channelBinding, tokens: try ctx.tokens(),
+        verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter))
+      print(out)
     }
-  }
-}
-
-enum TokenBridgeVersion {
-  static let string = "0.2.0"
-}
-
-/// Ctrl-C while a FIDO2 key waits for a touch cancels that operation (the key answers KEEPALIVE_CANCEL and the
-/// command ends as cancelled, exit 3); at any other moment it ends the program as usual.
-enum CancelOnInterrupt {
-  nonisolated(unsafe) static var source: DispatchSourceSignal?
-
-  static func install() {
-    guard source == nil else { return }
-    signal(SIGINT, SIG_IGN)
-    let s = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue(label: "interrupt"))
-    s.setEventHandler {
-      if !FIDO2Session.cancelActive() {
-        FileHandle.standardError.write(Data("\ntokenbridge: interrupted\n".utf8))
-        exit(130)
-      }
-    }
-    s.resume()
-    source = s
   }
 }

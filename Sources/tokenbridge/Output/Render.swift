@@ -1,13 +1,13 @@
 import Foundation
-import TokenDevices
+import TokenBridge
 
-/// Human and JSON rendering of results.
+/// Human and JSON rendering of results. Text from tokens and servers goes through `displayable`.
 enum Render {
   static func tries(_ s: PINStatus?) -> String {
     guard let s else { return "unknown" }
     if s.isBlocked { return "blocked" }
     guard let left = s.retriesLeft else { return s.isVerified ? "verified (count not shown)" : "unknown" }
-    var out = triesLeft(left)
+    var out = ErrorReport.triesLeft(left)
     if let max = s.maxRetries { out += " (of \(max))" }
     if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
     return out
@@ -18,15 +18,13 @@ enum Render {
     guard let f = t.fido2 else { return ["PIN: \(tries(t.pin))", "PUK: \(tries(t.puk))"] }
     guard f.pinIsSet else { return ["PIN: not set (tokenbridge pin set --token \(t.id))"] }
     var lines = ["PIN: \(tries(t.pin))", "PIN rules: \(f.minPINLength) or more characters, at most 63 bytes"]
-    if let uv = f.uvRetries { lines.append("Built-in verification (UV): \(triesLeft(uv))") }
+    if let uv = f.uvRetries { lines.append("Built-in verification (UV): \(ErrorReport.triesLeft(uv))") }
     if f.forcePINChange { lines.append("The key asks for a new PIN: tokenbridge pin change --token \(t.id)") }
     return lines
   }
 
-  static func triesLeft(_ n: Int) -> String { n == 1 ? "1 try left" : "\(n) tries left" }
-
   static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String {
-    "\(token.name) (\(token.id)): \(s.kind.rawValue) \(tries(s))."
+    "\(displayable(token.name)) (\(token.id)): \(s.kind.rawValue) \(tries(s))."
   }
 
   static func json<T: Encodable>(_ value: T) -> String {

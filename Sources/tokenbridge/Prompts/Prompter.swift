@@ -1,17 +1,15 @@
 import Foundation
 import TokenBridge
-import TokenDevices
-import UAFCore
 
 /// Implements the library's interaction protocols for the CLI: the terminal when there is one, or
 /// `--pin-fd` for scripts (then nothing is asked on the terminal; confirmations need `--yes`).
 final class Prompter: PinChanger, PinUserVerifier {
   let terminal: Terminal?
-  let reader: FDLineReader?
+  let reader: SecretLineReader?
   let assumeYes: Bool
 
   init(pinFD: Int32?, assumeYes: Bool, timeout: Double) {
-    reader = pinFD.map(FDLineReader.init)
+    reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
     terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
     self.assumeYes = assumeYes
   }
@@ -25,46 +23,42 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal; with --pin-fd it
   /// is shown only once another line is there (else the error that ends the run says it, once).
-  func secret(_ prompt: String, exhausted: InputError, notice: String? = nil) throws -> Secret {
+  func secret(_ prompt: String, expected: ExpectedInput, notice: String? = nil) throws -> Secret {
     if let reader {
-      guard let line = reader.next() else { throw exhausted }
+      guard let line = try reader.next() else { throw InputError.noMoreInput(expected: expected) }
       if let notice { say(notice) }
-      return Secret(line)
+      return line
     }
     if let notice { say(notice) }
-    guard let terminal else {
-      throw InputError(
-        message: "No terminal to ask for the PIN. Pass it on a file descriptor: --pin-fd N.", status: .usage)
-    }
+    guard let terminal else { throw InputError.noTerminal(expected: expected) }
     terminal.write(prompt)
     return Secret(try terminal.readLine(echo: false))
   }
 
   /// A new secret, typed twice on a terminal (read once from --pin-fd).
-  func newSecret(_ name: String, exhausted: InputError, notice: String? = nil) throws -> Secret {
+  func newSecret(_ name: String, expected: ExpectedInput, notice: String? = nil) throws -> Secret {
     var notice = notice
     for _ in 0..<3 {
-      let first = try secret("New \(name): ", exhausted: exhausted, notice: notice)
+      let first = try secret("New \(name): ", expected: expected, notice: notice)
       notice = nil
       if reader != nil { return first }
-      let again = try secret("Repeat new \(name): ", exhausted: exhausted)
+      let again = try secret("Repeat new \(name): ", expected: expected)
       if first.bytes == again.bytes { return first }
       say("The two entries differ; please type the new \(name) again.")
     }
     throw InteractionError.cancelled
   }
 
-  func confirm(_ warning: String) throws -> Bool {
+  func confirm(_ about: Confirmation) throws -> Bool {
+    let warning = ErrorReport.warning(about)
     if assumeYes {
       say(warning + " Continuing (--yes).")
       return true
     }
-    guard let terminal else {
-      throw InputError(message: warning + " Not confirmed: run on a terminal, or add --yes.", status: .cancelled)
-    }
+    guard let terminal else { throw InputError.notConfirmed(about) }
     terminal.write(warning + " Type yes to continue: ")
     var answer = try terminal.readLine(echo: true)
-    defer { wipe(&answer) }
+    defer { wipeSecret(&answer) }
     return String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased() == "yes"
   }
 
@@ -72,55 +66,37 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
     let op = context.operation
-    if op == .setPIN, context.lastRecoverableError == nil {
-      say("\(context.token.name) (\(context.token.id)) has no PIN yet.")
-    }
-    let current = op.authorizing.rawValue
-    let target = op.target.rawValue
-    let notice = context.lastRecoverableError.map { ErrorReport.recoverable($0, op) }
+    let token = "\(displayable(context.token.name)) (\(context.token.id))"
+    if op == .setPIN, context.lastRecoverableError == nil { say("\(token) has no PIN yet.") }
+    let notice = context.lastRecoverableError.map(ErrorReport.notice)
     if notice == nil && op != .setPIN { say(Render.triesLine(context.token, context.authorizingStatus)) }
-    let exhausted: InputError
-    switch context.lastRecoverableError {
-    case .wrongCurrent(let left)?:
-      exhausted = InputError(message: "Wrong \(current); \(Render.triesLeft(left)).", status: .wrongPIN)
-    case .invalidNew(let v)?:
-      exhausted = InputError(message: "The new \(target) cannot be used: \(v).", status: .policyViolation)
-    case .invalidCurrent(let r)?:
-      exhausted = InputError(message: "The \(current) cannot be used: \(r).", status: .policyViolation)
-    case nil:
-      exhausted = InputError(
-        message: "--pin-fd: expected the \(current) and the new \(target), one per line.", status: .usage)
-    }
     if op == .setPIN {  // nothing to authorise it: only the new PIN
       if notice == nil { say("The PIN: \(context.policy.summary).") }
-      return PinChangeAnswer(current: Secret([]), new: try newSecret(target, exhausted: exhausted, notice: notice))
+      return PinChangeAnswer(
+        current: Secret([]), new: try newSecret(op.target.rawValue, expected: .newPIN, notice: notice))
     }
+    let expected = ExpectedInput.currentAndNew(current: op.authorizing, new: op.target)
     let prompt = op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"
-    let cur = try secret("\(prompt): ", exhausted: exhausted, notice: notice)
-    let new = try newSecret(target, exhausted: exhausted)
+    let cur = try secret("\(prompt): ", expected: expected, notice: notice)
+    let new = try newSecret(op.target.rawValue, expected: expected)
     return PinChangeAnswer(current: cur, new: new)
   }
 
   func confirmLastAttempt(_ context: PinChangeContext) throws -> Bool {
-    let k = context.operation.authorizing.rawValue
-    return try confirm("Only one \(k) try is left: if this \(k) is wrong, the \(k) will be blocked.")
+    try confirm(.lastAttempt(context.operation.authorizing))
   }
 
   // MARK: PinUserVerifier
 
   func providePin(_ context: PinVerificationContext) throws -> Secret {
-    let notice = context.lastRecoverableError.map(ErrorReport.recoverable)
+    let notice = context.lastRecoverableError.map(ErrorReport.notice)
     if notice == nil { say(Render.triesLine(context.token, context.status)) }
     if let text = context.transactionText { say("Confirm: \(text)") }
-    var exhausted = InputError(message: "--pin-fd: expected the PIN.", status: .usage)
-    if case .wrongPin(let left)? = context.lastRecoverableError {
-      exhausted = InputError(message: "Wrong PIN; \(Render.triesLeft(left)).", status: .wrongPIN)
-    }
-    return try secret("PIN to \(context.purpose): ", exhausted: exhausted, notice: notice)
+    return try secret("PIN to \(displayable(context.purpose)): ", expected: .pin, notice: notice)
   }
 
   func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {
-    try confirm("Only one PIN try is left: if this PIN is wrong, the PIN will be blocked.")
+    try confirm(.lastAttempt(.pin))
   }
 }
 
@@ -130,7 +106,8 @@ struct TerminalTokenSelector: TokenSelector {
 
   func selectToken(from tokens: [TokenInfo]) throws -> TokenInfo {
     let i = try terminal.choose(
-      "Several tokens are present:", tokens.map { "\($0.id)  \($0.name)  (\($0.reader ?? ""))" })
+      "Several tokens are present:",
+      tokens.map { "\($0.id)  \(displayable($0.name))  (\(displayable($0.reader ?? "")))" })
     return tokens[i]
   }
 }

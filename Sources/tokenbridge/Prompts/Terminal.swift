@@ -1,13 +1,12 @@
 import Foundation
 import TokenBridge
-import TokenDevices
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
 /// The controlling terminal (`/dev/tty`), as ssh and gpg use it: prompts work even when stdin/stdout are
-/// redirected. Secrets are read with echo off; the terminal is restored on exit and on Ctrl-C.
+/// redirected. Secrets are read with echo off; the terminal is restored on return and on Ctrl-C (`Interrupts`).
 final class Terminal {
   let fd: Int32
   let timeout: Double
@@ -26,8 +25,9 @@ final class Terminal {
     _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
   }
 
-  /// Reads one line; with `echo` false the typed characters are not shown. The returned buffer is the
-  /// caller's to wipe. Throws `InteractionError.timedOut` after the interaction timeout, `.cancelled` on EOF.
+  /// Reads one line (at most `SecretLineReader.maxLine` bytes kept); with `echo` false the typed characters
+  /// are not shown. The returned buffer is the caller's to wipe. Throws `InteractionError.timedOut` after the
+  /// interaction timeout, `.cancelled` on EOF.
   func readLine(echo: Bool) throws -> [UInt8] {
     var saved = termios()
     let isTTY = tcgetattr(fd, &saved) == 0
@@ -35,21 +35,22 @@ final class Terminal {
       var quiet = saved
       quiet.c_lflag &= ~tcflag_t(ECHO)
       quiet.c_lflag |= tcflag_t(ECHONL)
+      Interrupts.shared.echoOff(fd: fd, saved: saved)
       tcsetattr(fd, TCSAFLUSH, &quiet)
-      TerminalRestore.arm(fd: fd, saved: saved)
     }
     defer {
       if isTTY && !echo {
         tcsetattr(fd, TCSAFLUSH, &saved)
-        TerminalRestore.disarm()
+        Interrupts.shared.echoRestored()
       }
     }
     var line: [UInt8] = []
+    var tooLong = false
     let deadline = Date().addingTimeInterval(timeout)
     while true {
       let left = deadline.timeIntervalSinceNow
       guard left > 0 else {
-        wipe(&line)
+        wipeSecret(&line)
         throw InteractionError.timedOut
       }
       var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -59,11 +60,20 @@ final class Terminal {
       var byte: UInt8 = 0
       let n = Glibc.read(fd, &byte, 1)
       if n <= 0 {
-        wipe(&line)
+        wipeSecret(&line)
         throw InteractionError.cancelled
       }
-      if byte == 0x0A || byte == 0x0D { return line }
-      line.append(byte)
+      if byte == 0x0A || byte == 0x0D {
+        if tooLong { throw InputError.lineTooLong(limit: SecretLineReader.maxLine) }
+        return line
+      }
+      if line.count < SecretLineReader.maxLine {
+        line.append(byte)
+      } else {
+        tooLong = true
+        wipeSecret(&line)
+        line = []
+      }
       byte = 0
     }
   }
@@ -77,7 +87,7 @@ extension Terminal {
     for _ in 0..<3 {
       write("Which one [1-\(lines.count)]? ")
       var answer = try readLine(echo: true)
-      defer { wipe(&answer) }
+      defer { wipeSecret(&answer) }
       if let n = Int(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces)),
         (1...lines.count).contains(n), allowed(n - 1)
       {
@@ -85,48 +95,5 @@ extension Terminal {
       }
     }
     throw InteractionError.cancelled
-  }
-}
-
-/// Restores the terminal if the process is interrupted while echo is off.
-enum TerminalRestore {
-  nonisolated(unsafe) static var fd: Int32 = -1
-  nonisolated(unsafe) static var saved = termios()
-
-  nonisolated(unsafe) static var previous: sighandler_t?
-
-  static func arm(fd: Int32, saved: termios) {
-    Self.saved = saved
-    Self.fd = fd
-    previous = signal(SIGINT) { _ in
-      if TerminalRestore.fd >= 0 { tcsetattr(TerminalRestore.fd, TCSANOW, &TerminalRestore.saved) }
-      _exit(3)
-    }
-  }
-
-  /// Puts back whatever handled SIGINT before the prompt (e.g. the cancel-on-Ctrl-C source).
-  static func disarm() {
-    fd = -1
-    signal(SIGINT, previous ?? SIG_DFL)
-  }
-}
-
-/// Reads secrets one per line from a file descriptor (`--pin-fd`, as gpg's `--passphrase-fd`).
-/// Reads byte by byte so nothing past the current line is consumed or kept.
-final class FDLineReader {
-  let fd: Int32
-  init(fd: Int32) { self.fd = fd }
-
-  /// The next line, or nil at end of input.
-  func next() -> [UInt8]? {
-    var line: [UInt8] = []
-    var byte: UInt8 = 0
-    while true {
-      let n = Glibc.read(fd, &byte, 1)
-      if n < 0 && errno == EINTR { continue }
-      if n <= 0 { return line.isEmpty ? nil : line }
-      if byte == 0x0A { return line }
-      if byte != 0x0D { line.append(byte) }
-    }
   }
 }

@@ -2,7 +2,7 @@ import TokenDevices
 import UAFCore
 
 /// Why an operation of the client library stopped. Messages for people are made in the CLI.
-public enum OperationError: Error, Sendable {
+public enum OperationError: Error, Equatable, Sendable {
   /// The user cancelled (or said no to the last attempt).
   case cancelled
   /// The user did not answer within the interaction timeout.
@@ -39,6 +39,15 @@ public enum OperationError: Error, Sendable {
   case ambiguousAccount([AuthenticatorRecord])
   /// No local registration for that account/server.
   case notRegistered(String)
-  /// The interaction gave up with an error of its own (e.g. no more lines on --pin-fd); kept as thrown.
-  case interaction(any Error)
+  /// The input a script gave (or the lack of a terminal) stopped the flow.
+  case input(InputError)
+  /// A PIN flow ended on a recoverable refusal and there was no more input to try again (`--pin-fd`):
+  /// the refusal itself (wrong with tries left, or a value refused before it was sent).
+  case pinRefused(PinRecoverableError, token: TokenInfo)
+  /// The server answered a request for `asked` with a request for `got` (nothing was processed).
+  case unexpectedRequest(asked: UAFOperation, got: UAFOperation)
+  /// The server's request names another user than the one asked for.
+  case usernameMismatch(asked: String, got: String)
+  /// An error of a kind no layer declared (a bug); carries its type name only.
+  case unexpected(String)
 }

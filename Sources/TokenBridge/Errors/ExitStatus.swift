@@ -1,7 +1,5 @@
-import ArgumentParser
-
 /// The CLI's exit codes. Stable: scripts depend on them (README lists them). Never renumber; only add.
-enum ExitStatus: Int32, CaseIterable {
+public enum ExitStatus: Int32, CaseIterable, Sendable {
   case success = 0
   case failure = 1
   case cancelled = 3
@@ -28,9 +26,7 @@ enum ExitStatus: Int32, CaseIterable {
   case configuration = 27
   case usage = 64
 
-  var code: ExitCode { ExitCode(rawValue) }
-
-  var meaning: String {
+  public var meaning: String {
     switch self {
     case .success: "success"
     case .failure: "unexpected error (the message says what happened)"

@@ -1,0 +1,23 @@
+import TokenDevices
+import UAFCore
+
+// The vocabulary front ends show: value types of the lower layers, re-exported so a front end imports
+// `TokenBridge` only (ARCHITECTURE.md: the CLI never reaches into the device layer). Operations on devices
+// stay behind the library's own API.
+public typealias TokenInfo = TokenDevices.TokenInfo
+public typealias TokenKind = TokenDevices.TokenKind
+public typealias PINStatus = TokenDevices.PINStatus
+public typealias PINKind = TokenDevices.PINKind
+public typealias PIVSlot = TokenDevices.PIVSlot
+public typealias FIDO2Info = TokenDevices.FIDO2Info
+public typealias TraceSink = TokenDevices.TraceSink
+public typealias ProtectionStatus = UAFCore.ProtectionStatus
+public typealias PinValidationError = UAFCore.PinValidationError
+public typealias CredentialPolicy = UAFCore.CredentialPolicy
+public typealias ManagementKeySource = TokenDevices.ManagementKeySource
+
+/// Text that did not come from the user (a server, a token), made safe to show on a terminal.
+public func displayable(_ s: String) -> String { TransactionContent.sanitized(s) }
+
+/// Overwrites a buffer that held a secret (the compiler may not elide it).
+public func wipeSecret(_ bytes: inout [UInt8]) { wipe(&bytes) }

@@ -1,0 +1,140 @@
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// The tokens a UAF command may use (PIV cards and FIDO2 keys present; only the named one with an id).
+public struct UAFTokens {
+  var piv: [DiscoveredToken]
+  var fido2: [DiscoveredFIDO2]
+  public var infos: [TokenInfo] { piv.map(\.info) + fido2.map(\.info) }
+}
+
+/// What every command about servers and local data sets up, for any front end: the configuration (validated),
+/// the local data (opened safely; registrations whose run died are repaired, live ones are left alone), the
+/// tokens, and the operations. Touch cues and Ctrl-C cancellation are wired here, not in the front end.
+public struct UAFEnvironment {
+  public let configuration: Configuration
+  public let localData: LocalData
+  /// Registrations left pending by a run that is gone (crash, kill -9), repaired when this was opened.
+  public let repaired: [AuthenticatorRecord]
+
+  public init(configuration: Configuration? = nil, dataDirectory: URL = Configuration.dataDirectory)
+    throws(OperationError)
+  {
+    if let configuration {
+      self.configuration = configuration
+    } else {
+      do { self.configuration = try Configuration.load() } catch { throw .configuration(error) }
+    }
+    do { localData = try LocalData(directory: dataDirectory) } catch { throw .localData(error) }
+    do { repaired = try localData.repairInterrupted() } catch { throw .localData(error) }
+  }
+
+  /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
+  public func tokens(id: String?, trace: TraceSink?, touchCue: @escaping (TokenInfo) -> Void) throws(OperationError)
+    -> UAFTokens
+  {
+    let result: DiscoveryResult
+    do { result = try TokenDiscovery(trace: trace, includePUK: false).discover() } catch { throw .token(error) }
+    for k in result.fido2Found {
+      let info = k.info
+      k.session.touchCue = { touchCue(info) }
+    }
+    guard let id else { return UAFTokens(piv: result.found, fido2: result.fido2Found) }
+    let piv = result.found.filter { $0.info.id == id }
+    let fido2 = result.fido2Found.filter { $0.info.id == id }
+    if piv.isEmpty && fido2.isEmpty { throw .tokenNotFound(id, available: result.tokens) }
+    return UAFTokens(piv: piv, fido2: fido2)
+  }
+
+  /// The server: the option, else the configuration's.
+  public func server(_ option: String?) throws(OperationError) -> String {
+    guard let s = option ?? configuration.server else { throw .configuration(.noServer) }
+    return s
+  }
+
+  public func operations(
+    server: String?, facetID: String?, tokens: UAFTokens, authenticatorSelector: AuthenticatorSelector?
+  ) throws(OperationError) -> ServerOperations {
+    var ops = try ServerOperations(
+      configuration: configuration, server: try self.server(server), facetID: facetID, localData: localData,
+      tokens: tokens.piv, fido2Keys: tokens.fido2)
+    ops.client.authenticatorSelector = authenticatorSelector
+    return ops
+  }
+
+  /// The local registrations the server said it no longer knows (1481) for `username` at `ops`' server.
+  public func unknownRegistrations(_ ops: ServerOperations, username: String?) -> [AuthenticatorRecord] {
+    (try? localData.authenticators(server: ops.backend.origin, username: username)) ?? []
+  }
+
+  /// processUAFOperation for other programs (`uaf process`): `input` is `{"uafProtocolMessage": "…"}` or the
+  /// bare request array. Returns the response envelope (`{"uafProtocolMessage": "…"}`, empty for Dereg). A
+  /// registration is confirmed locally once answered: the caller delivers it (FIDO client API semantics).
+  public func processUAF(
+    input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens, verifier: PinUserVerifier,
+    accountSelector: AccountSelector?
+  ) throws(OperationError) -> String {
+    guard let facet = facetID ?? configuration.facetID else { throw .configuration(.noFacetID) }
+    guard input.count <= UAFMessageCodec.maxSize else { throw .message(.tooLarge(input.count)) }
+    var message = String(decoding: input, as: UTF8.self)
+    if let envelope = try? JSONDecoder().decode([String: String].self, from: Data(input)) {
+      guard let m = envelope["uafProtocolMessage"] else { throw .message(.malformed("no uafProtocolMessage")) }
+      message = m
+    } else if input.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") {
+      throw .message(.malformed("the envelope must be {\"uafProtocolMessage\": \"<request array>\"}"))
+    }
+    let networkTimeout = configuration.networkTimeout
+    var client = UAFClient(
+      configuration: configuration, facetID: facet, server: facet, localData: localData, tokens: tokens.piv,
+      fetchFacets: { url in
+        var origin = "\(url.scheme ?? "https")://\(url.host ?? "")"
+        if let p = url.port { origin += ":\(p)" }
+        return try BackendClient(server: origin, timeout: networkTimeout).trustedFacets(url)
+      })
+    client.fido2Keys = tokens.fido2
+    if let cb = channelBinding {
+      guard let v = try? JSONDecoder().decode(ChannelBinding.self, from: Data(cb.utf8)) else {
+        throw .input(.badChannelBinding)
+      }
+      client.channelBinding = v
+    }
+    let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
+    if let k = result.pendingKeyID {
+      do { try localData.confirmRegistration(k) } catch { throw .localData(error) }
+    }
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    let out = (try? enc.encode(["uafProtocolMessage": result.responseMessage ?? ""])) ?? Data()
+    return String(decoding: out, as: UTF8.self)
+  }
+}
+
+/// Ctrl-C while a FIDO2 key waits for a touch cancels that operation on the key (CTAPHID_CANCEL; the command
+/// then ends as cancelled). Returns false when nothing was waiting, so the front end ends the program.
+public func cancelWaitingOperation() -> Bool { FIDO2Session.cancelActive() }
+
+/// Lists every token, for `tokens`: what discovery found, with the reasons others cannot be used.
+public struct TokenListing: Sendable {
+  public var tokens: [TokenInfo]
+  public var emptyReaders: [String]
+  public var readerCount: Int
+  /// One line per reader/device that holds something unusable, and a PC/SC problem when FIDO2 keys were found.
+  public var problems: [String]
+
+  public init(trace: TraceSink?) throws(OperationError) {
+    let r: DiscoveryResult
+    do { r = try TokenDiscovery(trace: trace).discover() } catch { throw .token(error) }
+    tokens = r.tokens
+    emptyReaders = r.emptyReaders
+    readerCount = r.readerCount
+    problems = r.unusableCards.map { "\(displayable($0.reader)): \(ErrorReport.unusable($0.reason))" }
+    if let p = r.pcscProblem { problems.append("smart cards: \(ErrorReport.smartCard(p).message)") }
+  }
+}
+
+/// Limits of `uaf process` input.
+public enum UAFProcessLimits {
+  /// The largest request (envelope included) read from stdin.
+  public static let maxInput = UAFMessageCodec.maxSize
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Synchronization
+import TokenBridge
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The one SIGINT handler of the program. SIGINT is delivered to a dispatch source (never to an async-signal
+/// context), which, in order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3);
+/// cancels a FIDO2 operation waiting for a touch (the command then ends as cancelled); else ends the program
+/// (130, as a shell does).
+final class Interrupts: Sendable {
+  struct Echo {
+    var fd: Int32
+    var saved: termios
+  }
+
+  static let shared = Interrupts()
+  let echo = Mutex<Echo?>(nil)
+  let source = Mutex<DispatchSourceSignal?>(nil)
+
+  static func install() { shared.installOnce() }
+
+  func installOnce() {
+    source.withLock { s in
+      guard s == nil else { return }
+      signal(SIGINT, SIG_IGN)
+      let src = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue(label: "tokenbridge.sigint"))
+      src.setEventHandler { [self] in interrupted() }
+      src.resume()
+      s = src
+    }
+  }
+
+  func interrupted() {
+    if var e = echo.withLock({ $0 }) {
+      tcsetattr(e.fd, TCSANOW, &e.saved)
+      _ = Glibc.write(e.fd, "\n", 1)
+      exit(3)
+    }
+    if cancelWaitingOperation() { return }
+    FileHandle.standardError.write(Data("\ntokenbridge: interrupted\n".utf8))
+    exit(130)
+  }
+
+  /// A prompt turned echo off on `fd`: put `saved` back if interrupted.
+  func echoOff(fd: Int32, saved: termios) { echo.withLock { $0 = Echo(fd: fd, saved: saved) } }
+  func echoRestored() { echo.withLock { $0 = nil } }
+}
