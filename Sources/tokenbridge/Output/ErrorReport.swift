@@ -4,6 +4,20 @@ import UAFCore
 
 /// Every message a person sees about a failure is made here, with its exit status.
 enum ErrorReport {
+  /// What a UAF field must be (UAFCore's rule as a phrase).
+  static func fieldRule(_ rule: UAFFieldRule) -> String {
+    switch rule {
+    case .base64URL(let min, let max?): "must be base64url of \(min) to \(max) bytes"
+    case .base64URL(let min, nil): "must be base64url of at least \(min) byte\(min == 1 ? "" : "s")"
+    case .length(let min, let max): "must be \(min) to \(max) characters long"
+    case .aaid: "must be an AAID (4 hex digits, #, 4 hex digits)"
+    case .vendorID: "must be 4 hex digits"
+    case .range(let min, let max): "must be a number from \(min) to \(max)"
+    case .keyIDWithoutAAID: "must be empty when aaid is empty"
+    case .wildcardNeedsUAF11: "needs both aaid and keyID in UAF 1.0"
+    }
+  }
+
   static func describe(_ error: Error) -> (message: String, status: ExitStatus) {
     switch error {
     case let e as OperationError: return operation(e)
@@ -65,6 +79,22 @@ enum ErrorReport {
           .badMessage
         )
       case .tooLarge(let n): return ("The UAF message is too large (\(n) bytes).", .badMessage)
+      case .unexpectedOperation(let expected, let got):
+        return (
+          "The server answered a \(expected.rawValue) request with a \(got.rawValue) message; nothing was processed. Check the server URL.",
+          .badMessage
+        )
+      case .mixedOperations(let ops):
+        return (
+          "The UAF message mixes operations (\(ops.map(\.rawValue).joined(separator: ", "))); nothing was processed.",
+          .badMessage
+        )
+      case .duplicateVersion(let v):
+        return ("The UAF message holds two requests for UAF \(v.major).\(v.minor); nothing was processed.", .badMessage)
+      case .invalidField(let i, let field, let rule):
+        return (
+          "The UAF request (entry \(i)) is refused: \(field) \(fieldRule(rule)); nothing was signed.", .badMessage
+        )
       }
     case .facet(let f):
       switch f {
