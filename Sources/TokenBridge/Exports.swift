@@ -17,7 +17,7 @@ public typealias CredentialPolicy = UAFCore.CredentialPolicy
 public typealias ManagementKeySource = TokenDevices.ManagementKeySource
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
-public func displayable(_ s: String) -> String { TransactionContent.sanitized(s) }
+public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }
 
 /// Overwrites a buffer that held a secret (the compiler may not elide it).
 public func wipeSecret(_ bytes: inout [UInt8]) { wipe(&bytes) }

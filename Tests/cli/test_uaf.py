@@ -111,7 +111,7 @@ def test_register_authenticate_deregister(card, rp, home):
     assert "Wrong PIN; 2 tries left" in r.stderr and "Authenticated as alice" in r.stdout
     r = tb(home, "authenticate", "--server", server.url, "--transaction", "Pay 10 CHF\x1b[2J to Bob", pins=["123456"])
     assert r.returncode == 0, r.stderr
-    assert "Confirm: Pay 10 CHF to Bob" in r.stderr  # control sequence stripped
+    assert "Confirm: Pay 10 CHF\\u{1B}[2J to Bob" in r.stderr  # control sequence shown as an escape, not run
     assert server.registrations()[0]["counter"] == 2
 
     r = tb(home, "deregister", "--username", "alice", "--server", server.url)

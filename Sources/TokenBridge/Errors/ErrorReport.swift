@@ -38,7 +38,7 @@ public struct ErrorReport: Equatable, Sendable {
   }
 
   /// Server or token text, made safe to show.
-  static func shown(_ s: String) -> String { TransactionContent.sanitized(s) }
+  static func shown(_ s: String) -> String { UntrustedText.displayable(s) }
 
   static func operation(_ e: OperationError) -> ErrorReport {
     switch e {
@@ -107,11 +107,6 @@ public struct ErrorReport: Equatable, Sendable {
       let list = recs.map { "  \(shown($0.username)) (\($0.tokenID))" }.joined(separator: "\n")
       return .init(status: .noToken, message: "Several accounts can sign in; name one with --username:\n\(list)")
     case .pinRefused(let r, _): return refused(r)
-    case .unexpectedRequest(let asked, let got):
-      return .init(
-        status: .badMessage,
-        message: "The server answered a \(name(asked)) with a \(name(got)) request; it was refused and nothing was "
-          + "changed.")
     case .usernameMismatch(let asked, let got):
       return .init(
         status: .badMessage,
@@ -311,6 +306,38 @@ public struct ErrorReport: Equatable, Sendable {
         message: "No request in a UAF version this client speaks (1.0, 1.1); got "
           + v.map { "\($0.major).\($0.minor)" }.joined(separator: ", ") + ".")
     case .tooLarge(let n): return .init(status: .badMessage, message: "The UAF message is too large (\(n) bytes).")
+    case .unexpectedOperation(let expected, let got):
+      return .init(
+        status: .badMessage,
+        message: "The server answered a \(name(expected)) request with a \(name(got)) message; it was refused and "
+          + "nothing was processed. Check the server URL.")
+    case .mixedOperations(let ops):
+      return .init(
+        status: .badMessage,
+        message: "The UAF message mixes operations (\(ops.map(\.rawValue).joined(separator: ", "))); nothing was "
+          + "processed.")
+    case .duplicateVersion(let v):
+      return .init(
+        status: .badMessage,
+        message: "The UAF message holds two requests for UAF \(v.major).\(v.minor); nothing was processed.")
+    case .invalidField(let i, let field, let rule):
+      return .init(
+        status: .badMessage,
+        message: "The UAF request (entry \(i)) is refused: \(field) \(fieldRule(rule)); nothing was signed.")
+    }
+  }
+
+  /// What a UAF field must be, as a phrase.
+  static func fieldRule(_ rule: UAFFieldRule) -> String {
+    switch rule {
+    case .base64URL(let min, let max?): "must be base64url of \(min) to \(max) bytes"
+    case .base64URL(let min, nil): "must be base64url of at least \(min) byte\(min == 1 ? "" : "s")"
+    case .length(let min, let max): "must be \(min) to \(max) characters long"
+    case .aaid: "must be an AAID (4 hex digits, #, 4 hex digits)"
+    case .vendorID: "must be 4 hex digits"
+    case .range(let min, let max): "must be a number from \(min) to \(max)"
+    case .keyIDWithoutAAID: "must be empty when aaid is empty"
+    case .wildcardNeedsUAF11: "needs both aaid and keyID in UAF 1.0"
     }
   }
 

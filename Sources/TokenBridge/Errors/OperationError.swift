@@ -44,8 +44,6 @@ public enum OperationError: Error, Equatable, Sendable {
   /// A PIN flow ended on a recoverable refusal and there was no more input to try again (`--pin-fd`):
   /// the refusal itself (wrong with tries left, or a value refused before it was sent).
   case pinRefused(PinRecoverableError, token: TokenInfo)
-  /// The server answered a request for `asked` with a request for `got` (nothing was processed).
-  case unexpectedRequest(asked: UAFOperation, got: UAFOperation)
   /// The server's request names another user than the one asked for.
   case usernameMismatch(asked: String, got: String)
   /// An error of a kind no layer declared (a bug); carries its type name only.

@@ -29,7 +29,7 @@ public struct ServerOperations {
     let result = try client.process(
       message, expecting: .init(op: .reg, username: username), verifier: verifier, accountSelector: nil)
     guard result.op == .reg, let keyID = result.pendingKeyID, let response = result.responseMessage else {
-      throw .unexpectedRequest(asked: .reg, got: result.op)
+      throw .message(.unexpectedOperation(expected: .reg, got: result.op))
     }
     do {
       try backend.sendResponse(.reg, response)
@@ -54,7 +54,7 @@ public struct ServerOperations {
     let result = try client.process(
       message, expecting: .init(op: .auth), verifier: verifier, accountSelector: accountSelector)
     guard result.op == .auth, let response = result.responseMessage else {
-      throw .unexpectedRequest(asked: .auth, got: result.op)
+      throw .message(.unexpectedOperation(expected: .auth, got: result.op))
     }
     do { try backend.sendResponse(.auth, response) } catch { throw .backend(error) }
     return result.username ?? ""

@@ -88,14 +88,9 @@ public struct UAFClient {
   public func process(
     _ message: String, expecting: Expectation?, verifier: PinUserVerifier, accountSelector: AccountSelector?
   ) throws(OperationError) -> UAFClientResult {
-    let requests: [UAFRequest]
-    do { requests = try UAFMessageCodec.decodeRequests(message) } catch { throw .message(error) }
-    let request = requests[0]  // the first one in a version we speak (UAF Protocol §3.1)
-    if let expecting {
-      for r in requests where r.header.op != expecting.op {
-        throw .unexpectedRequest(asked: expecting.op, got: r.header.op)
-      }
-    }
+    // The op, the single-message rules and every bounded field are checked before anything is processed.
+    let request: UAFRequest
+    do { request = try UAFMessageCodec.decodeRequest(message, expecting: expecting?.op) } catch { throw .message(error) }
     let appID: String
     do {
       appID = try FacetCheck.check(
@@ -227,10 +222,7 @@ public struct UAFClient {
     } catch { throw .localData(error) }
     var removed: [String] = []
     for entry in r.authenticators {
-      let hits = records.filter { rec in
-        (entry.aaid.isEmpty || entry.aaid.caseInsensitiveCompare(rec.aaid) == .orderedSame)
-          && (entry.keyID.isEmpty || entry.keyID == rec.keyID)
-      }
+      let hits = records.filter { entry.covers(aaid: $0.aaid, keyID: $0.keyID) }
       for rec in hits where !removed.contains(rec.keyID) {
         if let a = authenticators().first(where: { $0.tokenInfo.id == rec.tokenID }) {
           try a.destroyKey(rec, verifier: verifier)

@@ -1,7 +1,7 @@
 import Foundation
 
-/// UAF protocol version (UAF Protocol §3.1.1).
-public struct Version: Codable, Equatable, Sendable {
+/// UAF protocol version (UAF Protocol §3.1.1). Ordered by major, then minor.
+public struct Version: Codable, Equatable, Comparable, Sendable {
   public var major: Int
   public var minor: Int
   public init(major: Int, minor: Int) {
@@ -11,6 +11,8 @@ public struct Version: Codable, Equatable, Sendable {
   public static let uaf10 = Version(major: 1, minor: 0)
   public static let uaf11 = Version(major: 1, minor: 1)
   public static let supported = [uaf11, uaf10]
+
+  public static func < (a: Version, b: Version) -> Bool { (a.major, a.minor) < (b.major, b.minor) }
 }
 
 public enum UAFOperation: String, Codable, Sendable {
@@ -114,6 +116,9 @@ public struct AuthenticationRequest: Codable, Equatable, Sendable {
   public var policy: Policy
 }
 
+/// One entry of a DeregistrationRequest (UAF Protocol v1.1 §3.6.1). Validated on decoding: `aaid` is empty
+/// or an AAID, `keyID` is empty or a KeyID (base64url of 32–2048 bytes), and an empty `aaid` comes with an
+/// empty `keyID`; UAF 1.0 allows no empty field. See `scope` for what the entry covers.
 public struct DeregisterAuthenticator: Codable, Equatable, Sendable {
   public var aaid: String
   public var keyID: String
@@ -121,11 +126,42 @@ public struct DeregisterAuthenticator: Codable, Equatable, Sendable {
     self.aaid = aaid
     self.keyID = keyID
   }
+
+  /// What a deregistration entry covers, always within the request's appID (UAF 1.1 "empty means all").
+  public enum Scope: Equatable, Sendable {
+    /// `aaid` and `keyID` empty: every registration of every authenticator for the appID.
+    case allAuthenticators
+    /// `keyID` empty: every key of this AAID for the appID.
+    case allKeys(aaid: String)
+    /// One key: (AAID, KeyID) identifies it (a KeyID is unique within its AAID only).
+    case key(aaid: String, keyID: String)
+  }
+
+  public var scope: Scope {
+    if aaid.isEmpty { return .allAuthenticators }
+    return keyID.isEmpty ? .allKeys(aaid: aaid) : .key(aaid: aaid, keyID: keyID)
+  }
+
+  /// Whether this entry covers a registration of `aaid` (compared case-insensitively, AAIDs are hex) and
+  /// `keyID` (compared exactly, base64url is case-sensitive). The caller checks the appID first.
+  public func covers(aaid: String, keyID: String) -> Bool {
+    switch scope {
+    case .allAuthenticators: true
+    case .allKeys(let a): a.caseInsensitiveCompare(aaid) == .orderedSame
+    case .key(let a, let k): a.caseInsensitiveCompare(aaid) == .orderedSame && k == keyID
+    }
+  }
 }
 
+/// DeregistrationRequest (UAF Protocol v1.1 §3.6.1). Only registrations of `appID` may be touched: the
+/// `authenticators` entries are read within it, never across appIDs.
 public struct DeregistrationRequest: Codable, Equatable, Sendable {
   public var header: OperationHeader
   public var authenticators: [DeregisterAuthenticator]
+
+  /// `header.appID`; nil or empty means the caller's facet ID (UAF Protocol §3.6, AppID and Facet §3.1.3):
+  /// resolve it with `FacetCheck.check` like any other request before comparing with stored registrations.
+  public var appID: String? { header.appID }
 }
 
 /// One request of a UAF protocol message (a JSON array of these).

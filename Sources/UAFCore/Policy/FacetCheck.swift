@@ -84,28 +84,9 @@ public enum TransactionContent {
     return (s, bytes)
   }
 
-  /// Removes terminal control sequences (ESC/CSI/OSC, C0 and C1 controls but newline and tab) from server text.
+  /// The transaction text as it may be shown: `UntrustedText.displayable(_:layout: .multiLine)` (controls,
+  /// bidi and invisible characters as visible escapes; newline and tab kept). Hash `text(_:).bytes`, never this.
   public static func sanitized(_ s: String) -> String {
-    var out = ""
-    var it = s.unicodeScalars.makeIterator()
-    while let c = it.next() {
-      switch c.value {
-      case 0x1B:  // ESC: drop it and the sequence it starts
-        guard let n = it.next() else { break }
-        if n == "[" {  // CSI: parameters until a final byte 0x40-0x7E
-          while let x = it.next(), !(0x40...0x7E).contains(x.value) {}
-        } else if n == "]" || n == "P" || n == "_" || n == "^" {  // OSC/DCS/APC/PM: until BEL or ST
-          var prev: Unicode.Scalar?
-          while let x = it.next() {
-            if x.value == 0x07 || (prev?.value == 0x1B && x == "\\") { break }
-            prev = x
-          }
-        }
-      case 0x0A, 0x09: out.unicodeScalars.append(c)
-      case 0x00..<0x20, 0x7F, 0x80..<0xA0: continue
-      default: out.unicodeScalars.append(c)
-      }
-    }
-    return out
+    UntrustedText.displayable(s, layout: .multiLine)
   }
 }

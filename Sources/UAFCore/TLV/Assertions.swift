@@ -41,10 +41,20 @@ public struct AssertionInfo: Equatable, Sendable {
   }
 }
 
-/// Checks the AAID form `VVVV#MMMM` (hex, case-insensitive).
+/// Checks the AAID form `VVVV#MMMM` (ASCII hex digits, case-insensitive; UAF Protocol §3.1.4).
+/// `Character.isHexDigit` is not used: it also accepts the fullwidth forms (`Ｆ`).
 public func isValidAAID(_ s: String) -> Bool {
-  let parts = s.split(separator: "#", omittingEmptySubsequences: false)
-  return parts.count == 2 && parts.allSatisfy { $0.count == 4 && $0.allSatisfy(\.isHexDigit) }
+  let b = Array(s.utf8)
+  return b.count == 9 && b[4] == UInt8(ascii: "#") && (b[0..<4] + b[5..<9]).allSatisfy(isASCIIHexDigit)
+}
+
+func isASCIIHexDigit(_ c: UInt8) -> Bool {
+  switch c {
+  case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+    UInt8(ascii: "A")...UInt8(ascii: "F"):
+    true
+  default: false
+  }
 }
 
 /// UAFV1_REG_ASSERTION (UAF Authenticator Commands §6.1.2): KRD plus surrogate or full basic attestation.

@@ -118,6 +118,6 @@ extension FixedWidthInteger {
   /// Reads a little-endian value; nil when `bytes` has the wrong size.
   public init?(littleEndianBytes bytes: [UInt8]) {
     guard bytes.count == MemoryLayout<Self>.size else { return nil }
-    self = bytes.reversed().reduce(0) { $0 << 8 | Self($1) }
+    self = bytes.reversed().reduce(0) { $0 << 8 | Self(truncatingIfNeeded: $1) }  // Int8: 0xFF is -1, no trap
   }
 }
