@@ -24,8 +24,13 @@ import Testing
       throws: ConfigurationError.invalidValue(
         path: "/c.json", key: "networkTimeout", value: "1e+16", allowed: "a number of seconds from 1 to 3600")
     ) { try parse(#"{"networkTimeout": 1e16}"#) }
-    #expect(throws: ConfigurationError.self) { try parse(#"{"interactionTimeout": 0}"#) }
-    #expect(throws: ConfigurationError.self) { try parse(#"{"interactionTimeout": -5}"#) }
+    let allowed = "a number of seconds from 1 to 86400"
+    #expect(
+      throws: ConfigurationError.invalidValue(path: "/c.json", key: "interactionTimeout", value: "0", allowed: allowed)
+    ) { try parse(#"{"interactionTimeout": 0}"#) }
+    #expect(
+      throws: ConfigurationError.invalidValue(path: "/c.json", key: "interactionTimeout", value: "-5", allowed: allowed)
+    ) { try parse(#"{"interactionTimeout": -5}"#) }
   }
 
   @Test(arguments: [
