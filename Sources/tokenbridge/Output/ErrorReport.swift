@@ -154,6 +154,10 @@ enum ErrorReport {
     case .unreachable(let why): return ("The server cannot be reached: \(why)", .serverUnreachable)
     case .malformedAnswer(let why):
       return ("The server's answer is not what the protocol says: \(why).", .serverUnreachable)
+    case .answerTooLarge(let limit):
+      return ("The server's answer is longer than \(limit) bytes; nothing of it was used.", .serverUnreachable)
+    case .insecureURL(let url):
+      return ("Not contacted: \(url) is plain http, allowed only on this machine's loopback.", .serverUnreachable)
     }
   }
 
