@@ -37,7 +37,7 @@ import Testing
     (#"{"networkTimeout": "5"}"#, "networkTimeout"), (#"{"fido2ResidentKeys": 1}"#, "fido2ResidentKeys"),
     (#"{"pivSlots": ["82", "82"]}"#, "pivSlots"), (#"{"pivSlots": ["9b"]}"#, "pivSlots"),
     (#"{"pivSlots": []}"#, "pivSlots"), (#"{"pivAAID": "F1D0#0001"}"#, "pivAAID"),
-    (#"{"fido2AAID": "7B1D-0002"}"#, "fido2AAID"),
+    (#"{"fido2AAID": "7B1D-0002"}"#, "fido2AAID"), (#"{"server": "http://127.evil.example"}"#, "server"),
     (#"{"server": "ftp://rp.example"}"#, "server"), (#"{"attestationSlot": "zz"}"#, "attestationSlot"),
     (#"{"facetID": ""}"#, "facetID"), (#"{"server": 5}"#, "server"),
   ])

@@ -361,6 +361,14 @@ public struct ErrorReport: Equatable, Sendable {
     case .malformedAnswer(let why):
       return .init(
         status: .serverUnreachable, message: "The server's answer is not what the protocol says: \(shown(why)).")
+    case .answerTooLarge(let limit):
+      return .init(
+        status: .serverUnreachable,
+        message: "The server's answer is longer than \(limit) bytes; it was cut off and nothing of it was used.")
+    case .insecureURL(let url):
+      return .init(
+        status: .serverUnreachable,
+        message: "Not contacted: \(shown(url)) is plain http, allowed only on this machine's loopback.")
     }
   }
 

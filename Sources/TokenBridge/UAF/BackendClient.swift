@@ -41,6 +41,26 @@ public enum BackendError: Error, Sendable, Equatable {
   case unreachable(String)
   /// The answer is not what the contract says.
   case malformedAnswer(String)
+  /// The answer's body is longer than `limit` bytes (said so by Content-Length, or sent): the transfer was
+  /// stopped there, nothing of it was used.
+  case answerTooLarge(limit: Int)
+  /// The URL is plain http on a host that is not this machine's loopback (see `LoopbackHost`).
+  case insecureURL(String)
+}
+
+/// Facts only, for where a `BackendError` ends up as text below the CLI (e.g. in a facet-check reason).
+extension BackendError: CustomStringConvertible {
+  public var description: String {
+    switch self {
+    case .uafStatus(let code, _): "UAF status \(code)"
+    case .http(let code): "HTTP \(code)"
+    case .timedOut(let url): "no answer in time from \(url)"
+    case .unreachable(let why): "unreachable: \(why)"
+    case .malformedAnswer(let why): "malformed answer: \(why)"
+    case .answerTooLarge(let limit): "the answer is longer than \(limit) bytes"
+    case .insecureURL(let url): "\(url) is plain http and not this machine's loopback"
+    }
+  }
 }
 
 /// UAF status codes (backend contract §1.3) and what they mean for the user.
@@ -73,23 +93,33 @@ public enum UAFStatus {
 }
 
 /// The nevisFIDO UAF endpoints (backend contract §2, §3.3) over HTTPS (http only for loopback).
-public final class BackendClient: @unchecked Sendable {
+public final class BackendClient: Sendable {
   public let base: URL
   let timeout: Double
   let session: URLSession
+  let loader: CappedExchange
+
+  /// Largest UAF answer read (ReturnUAFRequest, ServerResponse, a redeem answer): a UAF message's own cap.
+  public static let messageLimit = UAFMessageCodec.maxSize
+  /// Largest trusted-facets list read. A list holds a few facet IDs (URLs ≤ 512 bytes, apk-key-hash and
+  /// ios:bundle-id entries far shorter): 64 KiB is over a hundred maximal IDs, far beyond any real list.
+  public static let facetsLimit = 64 << 10
 
   public init(server: String, timeout: Double = 60) throws(ConfigurationError) {
     guard let url = URL(string: server.hasSuffix("/") ? String(server.dropLast()) : server),
-      let scheme = url.scheme, let host = url.host
+      url.scheme != nil, url.host != nil
     else { throw .invalidServer(server) }
-    guard scheme == "https" || (scheme == "http" && Self.isLoopback(host)) else { throw .insecureServer(server) }
+    guard LoopbackHost.isAllowed(url) else { throw .insecureServer(server) }
     base = url
     self.timeout = timeout
     let cfg = URLSessionConfiguration.ephemeral
     cfg.timeoutIntervalForRequest = timeout
     cfg.timeoutIntervalForResource = timeout
-    session = URLSession(configuration: cfg, delegate: RedirectRule(), delegateQueue: nil)
+    loader = CappedExchange(allowRedirect: RedirectRule.allows)
+    session = URLSession(configuration: cfg, delegate: loader, delegateQueue: BoundedDelegateQueue())
   }
+
+  deinit { session.invalidateAndCancel() }
 
   /// The origin (`scheme://host[:port]`): the default facet ID.
   public var origin: String {
@@ -98,9 +128,8 @@ public final class BackendClient: @unchecked Sendable {
     return s
   }
 
-  public static func isLoopback(_ host: String) -> Bool {
-    host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
-  }
+  /// Whether `host` is this machine's loopback (see `LoopbackHost`): the only hosts allowed plain http.
+  public static func isLoopback(_ host: String) -> Bool { LoopbackHost.isLoopback(host) }
 
   static func path(_ op: UAFOperation, request: Bool) -> String {
     let name = op == .reg ? "registration" : op == .auth ? "authentication" : "deregistration"
@@ -140,7 +169,7 @@ public final class BackendClient: @unchecked Sendable {
   public func trustedFacets(_ url: URL) throws -> TrustedFacetsList {
     var req = URLRequest(url: url)
     req.setValue("application/fido.trusted-apps+json", forHTTPHeaderField: "Accept")
-    let (data, response) = try exchange(req)
+    let (data, response) = try exchange(req, limit: Self.facetsLimit)
     guard (200..<300).contains(response.statusCode) else { throw BackendError.http(response.statusCode) }
     do { return try JSONDecoder().decode(TrustedFacetsList.self, from: data) } catch {
       throw BackendError.malformedAnswer("trusted facets list")
@@ -157,46 +186,37 @@ public final class BackendClient: @unchecked Sendable {
     req.setValue(contentType, forHTTPHeaderField: "Content-Type")
     req.setValue("application/fido+uaf", forHTTPHeaderField: "Accept")
     req.httpBody = try? JSONEncoder().encode(body)
-    let (data, response) = try exchange(req)
+    let (data, response) = try exchange(req, limit: Self.messageLimit)
     guard (200..<300).contains(response.statusCode) else { throw .http(response.statusCode) }
-    guard data.count <= UAFMessageCodec.maxSize else { throw .malformedAnswer("answer over 1 MiB") }
     do { return try JSONDecoder().decode(R.self, from: data) } catch {
       throw .malformedAnswer("\(R.self) expected")
     }
   }
 
-  /// One request, synchronously, with the configured timeout.
-  func exchange(_ request: URLRequest) throws(BackendError) -> (Data, HTTPURLResponse) {
-    let done = DispatchSemaphore(value: 0)
-    nonisolated(unsafe) var result: (Data?, URLResponse?, Error?) = (nil, nil, nil)
-    let task = session.dataTask(with: request) { d, r, e in
-      result = (d, r, e)
-      done.signal()
-    }
-    task.resume()
-    if done.wait(timeout: .now() + timeout + 1) == .timedOut {
-      task.cancel()
-      throw .timedOut(request.url?.absoluteString ?? "")
-    }
-    if let e = result.2 as? URLError {
-      if e.code == .timedOut { throw .timedOut(request.url?.absoluteString ?? "") }
+  /// One request, synchronously, within the configured timeout, its body read up to `limit` bytes. Every
+  /// request this client makes goes through here.
+  func exchange(_ request: URLRequest, limit: Int) throws(BackendError) -> (Data, HTTPURLResponse) {
+    let url = request.url?.absoluteString ?? ""
+    guard let target = request.url, LoopbackHost.isAllowed(target) else { throw .insecureURL(url) }
+    switch loader.run(request, on: session, limit: limit, deadline: .now() + timeout + 1) {
+    case .answer(let data, let response): return (data, response)
+    case .tooLarge: throw .answerTooLarge(limit: limit)
+    case .deadlinePassed: throw .timedOut(url)
+    case .failed(let e as URLError):
+      if e.code == .timedOut { throw .timedOut(url) }
       throw .unreachable("\(request.url?.host ?? ""): \(e.localizedDescription)")
+    case .failed(let e?): throw .unreachable(e.localizedDescription)
+    case .failed(nil): throw .malformedAnswer("not HTTP")
     }
-    if let e = result.2 { throw .unreachable("\(e)") }
-    guard let http = result.1 as? HTTPURLResponse else { throw .malformedAnswer("not HTTP") }
-    return (result.0 ?? Data(), http)
   }
 }
 
 /// Redirects are followed only when the answer carries `FIDO-AppID-Redirect-Authorized: true`
-/// (UAF AppID and Facet Specification §3.1.2), for every request this client makes.
-final class RedirectRule: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-  func urlSession(
-    _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-  ) {
+/// (UAF AppID and Facet Specification §3.1.2) and lead to https or loopback http, for every request this
+/// client makes.
+enum RedirectRule {
+  @Sendable static func allows(_ response: HTTPURLResponse, _ request: URLRequest) -> Bool {
     let authorized = response.value(forHTTPHeaderField: "FIDO-AppID-Redirect-Authorized")?.lowercased() == "true"
-    let secure = request.url?.scheme == "https" || request.url.flatMap { $0.host }.map(BackendClient.isLoopback) == true
-    completionHandler(authorized && secure ? request : nil)
+    return authorized && request.url.map(LoopbackHost.isAllowed) == true
   }
 }

@@ -54,9 +54,7 @@ public enum FacetCheck {
     return appID
   }
 
-  static func isLoopback(_ host: String) -> Bool {
-    host == "localhost" || host == "::1" || host.hasPrefix("127.")
-  }
+  static func isLoopback(_ host: String) -> Bool { LoopbackHost.isLoopback(host) }
 
   /// The last two labels of a host (an IP address or "localhost" stays whole). Without the Public Suffix
   /// List this is stricter than eTLD+1 for hosts like x.co.uk (see HardwareNotes.md/README).
