@@ -364,7 +364,7 @@ public struct ErrorReport: Equatable, Sendable {
     case .answerTooLarge(let limit):
       return .init(
         status: .serverUnreachable,
-        message: "The server's answer is longer than \(limit) bytes; it was cut off and nothing of it was used.")
+        message: "The server's answer is longer than \(limit) bytes; nothing of it was used.")
     case .insecureURL(let url):
       return .init(
         status: .serverUnreachable,
