@@ -87,11 +87,7 @@ public struct UAFEnvironment {
     let networkTimeout = configuration.networkTimeout
     var client = UAFClient(
       configuration: configuration, facetID: facet, server: facet, localData: localData, tokens: tokens.piv,
-      fetchFacets: { url in
-        var origin = "\(url.scheme ?? "https")://\(url.host ?? "")"
-        if let p = url.port { origin += ":\(p)" }
-        return try BackendClient(server: origin, timeout: networkTimeout).trustedFacets(url)
-      })
+      fetchFacets: { url in try BackendClient(server: url.absoluteString, timeout: networkTimeout).trustedFacets(url) })
     client.fido2Keys = tokens.fido2
     if let cb = channelBinding {
       guard let v = try? JSONDecoder().decode(ChannelBinding.self, from: Data(cb.utf8)) else {
