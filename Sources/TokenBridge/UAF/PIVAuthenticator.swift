@@ -55,14 +55,35 @@ public final class PIVAuthenticator: TokenAuthenticator {
     return der
   }
 
-  /// A slot for a new key: one of ours left abandoned first, else a configured slot that is empty on the
-  /// card. A slot holding a key we did not make is never touched.
-  func freeSlot() throws(OperationError) -> PIVSlot {
-    let owned: [Int: AuthenticatorRecord]
-    do { owned = try localData.ownedSlots(tokenID: token.info.id) } catch { throw .localData(error) }
-    if let s = slots.first(where: { owned[Int($0.rawValue)]?.state == .abandoned }) { return s }
-    for s in slots where owned[Int(s.rawValue)] == nil {
-      do { if try !token.session.slotIsOccupied(s) { return s } } catch { throw .token(error) }
+  /// Reserves a slot for a new key and writes `record` there as pending: a slot of ours left free first, else a
+  /// configured slot that is empty on the card (a slot holding a key we did not make is never touched). The
+  /// card is read before the locked reservation, which re-checks the local data: if another run took the slot
+  /// meanwhile, the next one is tried.
+  func reserveSlot(_ record: AuthenticatorRecord) throws(OperationError) -> PIVSlot {
+    let configured = slots.map { Int($0.rawValue) }
+    var notOurs = Set<Int>()  // holding a key we did not make
+    for _ in 0...configured.count {
+      let owned: [Int: SlotAssignment]
+      do { owned = try localData.slotAssignments(tokenID: token.info.id) } catch { throw .localData(error) }
+      var candidates = configured.filter { owned[$0]?.isFree == true }
+      if candidates.isEmpty {
+        for s in configured where owned[s] == nil && !notOurs.contains(s) {
+          do {
+            if try token.session.slotIsOccupied(PIVSlot(rawValue: UInt8(s))) {
+              notOurs.insert(s)
+            } else {
+              candidates = [s]
+              break
+            }
+          } catch { throw .token(error) }
+        }
+      }
+      if candidates.isEmpty { break }
+      do {
+        if let s = try localData.reserveSlot(candidates: candidates, record: record) {
+          return PIVSlot(rawValue: UInt8(s))
+        }
+      } catch { throw .localData(error) }
     }
     throw .noFreeSlot(token.info.id)
   }
@@ -76,14 +97,13 @@ public final class PIVAuthenticator: TokenAuthenticator {
   public func register(
     username: String, server: String, appID: String, finalChallengeHash: [UInt8], verifier: PinUserVerifier
   ) throws(OperationError) -> (assertion: [UInt8], keyID: String) {
-    let slot = try freeSlot()
     let keyIDBytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
     let keyID = Base64URL.encode(keyIDBytes)
     let record = AuthenticatorRecord(
       keyID: keyID, aaid: aaid, username: username, server: server, appID: appID, tokenID: token.info.id,
-      slot: Int(slot.rawValue), publicKey: Data(), signCounter: 0, state: .pending, createdAt: Date(),
-      credentialID: nil, hmacSalt: nil)
-    do { try localData.beginRegistration(record) } catch { throw .localData(error) }
+      slot: -1 /* chosen by the reservation */, publicKey: Data(), signCounter: 0, state: .pending,
+      createdAt: Date(), credentialID: nil, hmacSalt: nil)
+    let slot = try reserveSlot(record)
     let session = token.session
     let data = localData
     let aaid = self.aaid

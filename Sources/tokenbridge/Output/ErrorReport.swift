@@ -51,6 +51,7 @@ enum ErrorReport {
       switch e {
       case .unavailable(let path, let reason): return ("Local data \(path) cannot be used: \(reason)", .localData)
       case .notFound(let k): return ("No local registration with KeyID \(k).", .unknownKey)
+      case .insecure(let path, let reason): return (insecure(path, reason), .localData)
       }
     case .noFreeSlot(let t):
       return ("Every PIV slot TokenBridge may use on \(t) is taken (see pivSlots in the configuration).", .failure)
@@ -93,6 +94,26 @@ enum ErrorReport {
       let list = recs.map { "  \($0.username) (\($0.tokenID))" }.joined(separator: "\n")
       return ("Several accounts can sign in; name one with --username:\n\(list)", .noToken)
     }
+  }
+
+  /// Local data refused because someone else could change it: what was found and how to fix it.
+  static func insecure(_ path: String, _ reason: LocalDataError.InsecureReason) -> String {
+    let found: String
+    let fix: String
+    switch reason {
+    case .symbolicLink:
+      found = "is a symbolic link"
+      fix = "replace the link with the real directory or file, or set XDG_DATA_HOME to a directory of yours"
+    case .notADirectory: (found, fix) = ("is not a directory", "move it away; it is made again (0700)")
+    case .notARegularFile: (found, fix) = ("is not a regular file", "move it away")
+    case .writableByOthers(let mode):
+      found = "is writable by other users (mode \(String(mode, radix: 8)))"
+      fix = "run: chmod go-w '\(path)'"
+    case .ownedByAnotherUser(let uid):
+      found = "belongs to another user (uid \(uid))"
+      fix = "use a data directory of your own (XDG_DATA_HOME), or chown it to yourself if it is yours"
+    }
+    return "Local data \(path) \(found), so it is not used. To fix: \(fix)."
   }
 
   static func token(_ e: TokenError) -> (String, ExitStatus) {
