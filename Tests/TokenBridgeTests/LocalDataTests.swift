@@ -25,7 +25,7 @@ import Testing
   @Test func registrationLifecycle() throws {
     let data = try LocalData(directory: dir)
     defer { try? FileManager.default.removeItem(at: dir) }
-    try data.beginRegistration(record("k1", slot: 0x82))
+    #expect(try data.reserveSlot(candidates: [0x82], record: record("k1", slot: -1)) == 0x82)
     #expect(try data.authenticators().isEmpty)  // pending is not a registration
     try data.confirmRegistration("k1")
     #expect(try data.authenticators().map(\.keyID) == ["k1"])
@@ -34,22 +34,23 @@ import Testing
     #expect(try data.nextSignCounter("k1") == 2)
     try data.delete("k1")
     #expect(try data.authenticators().isEmpty)
-    // The slot is still ours, marked abandoned, and a new registration takes it over.
-    let owned = try data.ownedSlots(tokenID: "piv-1")
-    #expect(owned[0x82]?.state == .abandoned)
-    try data.beginRegistration(record("k2", slot: 0x82))
-    #expect(try data.ownedSlots(tokenID: "piv-1")[0x82]?.keyID == "k2")
-    #expect(throws: LocalDataError.self) { try data.delete("nope") }
+    // The slot is still ours, free, and a new registration takes it over.
+    #expect(try data.slotAssignments(tokenID: "piv-1") == [0x82: SlotAssignment(tokenID: "piv-1", slot: 0x82)])
+    #expect(try data.authenticators(includeAll: true).map { [$0.slot: $0.state] } == [[0x82: .abandoned]])
+    #expect(try data.reserveSlot(candidates: [0x82], record: record("k2", slot: -1)) == 0x82)
+    #expect(try data.slotAssignments(tokenID: "piv-1")[0x82]?.keyID == "k2")
+    #expect(throws: LocalDataError.notFound("nope")) { try data.delete("nope") }
+    #expect(throws: LocalDataError.notFound("nope")) { try data.confirmRegistration("nope") }
   }
 
   @Test func deviceInformationLivesFromFirstToLastRegistration() throws {
     let data = try LocalData(directory: dir)
     defer { try? FileManager.default.removeItem(at: dir) }
-    try data.beginRegistration(record("k1", slot: 0x82))
+    _ = try data.reserveSlot(candidates: [0x82], record: record("k1", slot: -1))
     #expect(try data.deviceInformation() == nil)  // pending is not enough
     try data.confirmRegistration("k1")
     let device = try #require(try data.deviceInformation())
-    try data.beginRegistration(record("k2", slot: 0x83))
+    _ = try data.reserveSlot(candidates: [0x82, 0x83], record: record("k2", slot: -1))
     try data.confirmRegistration("k2")
     #expect(try data.deviceInformation() == device)  // one per machine, stable
     try data.delete("k1")
@@ -59,17 +60,17 @@ import Testing
   }
 
   @Test func interruptedRegistrationsAreRepairedOnce() throws {
-    let data = try LocalData(directory: dir)
+    let gone = try LocalData(directory: dir, owner: try ChildProcess.exited())
     defer { try? FileManager.default.removeItem(at: dir) }
-    try data.beginRegistration(record("k1", slot: 0x82))
-    try data.beginRegistration(record("k2", slot: 0x83))
-    try data.confirmRegistration("k2")
-    // A new process (as after kill -9) opens the same file.
+    _ = try gone.reserveSlot(candidates: [0x82], record: record("k1", slot: -1))
+    _ = try gone.reserveSlot(candidates: [0x83], record: record("k2", slot: -1))
+    try gone.confirmRegistration("k2")
+    // Another process (as after kill -9) opens the same file.
     let again = try LocalData(directory: dir)
     #expect(try again.repairInterrupted().map(\.keyID) == ["k1"])
     #expect(try again.repairInterrupted().isEmpty)
     #expect(try again.authenticators().map(\.keyID) == ["k2"])
-    #expect(try again.ownedSlots(tokenID: "piv-1")[0x82]?.state == .abandoned)
+    #expect(try again.slotAssignments(tokenID: "piv-1")[0x82]?.isFree == true)
   }
 
   @Test func configurationDefaultsAndErrors() throws {

@@ -263,7 +263,28 @@ public struct ErrorReport: Equatable, Sendable {
     case .unavailable(let path, let reason):
       return .init(status: .localData, message: "Local data \(path) cannot be used: \(reason)")
     case .notFound(let k): return .init(status: .unknownKey, message: "No local registration with KeyID \(shown(k)).")
+    case .insecure(let path, let reason): return .init(status: .localData, message: insecure(path, reason))
     }
+  }
+
+  /// Local data refused because someone else could change it: what was found and how to fix it.
+  static func insecure(_ path: String, _ reason: LocalDataError.InsecureReason) -> String {
+    let found: String
+    let fix: String
+    switch reason {
+    case .symbolicLink:
+      found = "is a symbolic link"
+      fix = "replace the link with the real directory or file, or set XDG_DATA_HOME to a directory of yours"
+    case .notADirectory: (found, fix) = ("is not a directory", "move it away; it is made again (0700)")
+    case .notARegularFile: (found, fix) = ("is not a regular file", "move it away")
+    case .writableByOthers(let mode):
+      found = "is writable by other users (mode \(String(mode, radix: 8)))"
+      fix = "run: chmod go-w '\(path)'"
+    case .ownedByAnotherUser(let uid):
+      found = "belongs to another user (uid \(uid))"
+      fix = "use a data directory of your own (XDG_DATA_HOME), or chown it to yourself if it is yours"
+    }
+    return "Local data \(path) \(found), so it is not used. To fix: \(fix)."
   }
 
   static func configuration(_ c: ConfigurationError) -> ErrorReport {

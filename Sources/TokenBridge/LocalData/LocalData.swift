@@ -6,16 +6,18 @@ public struct AuthenticatorRecord: Codable, Equatable, Sendable, FetchableRecord
   public static let databaseTableName = "authenticator"
 
   public enum State: String, Codable, Sendable {
-    /// Key made on the token, registration not yet accepted by the server.
+    /// Key made (or being made) on the token, registration not yet accepted by the server. Owned by the run
+    /// that writes it; repaired only once that process is gone.
     case pending
     /// Accepted by the server.
     case registered
-    /// The slot holds a key of ours that no registration uses (failed or interrupted registration,
-    /// deregistration): free for the next registration, never someone else's.
+    /// A PIV slot of ours that no registration uses (failed or interrupted registration, deregistration): free
+    /// for the next registration, never someone else's. Only in `authenticators(includeAll: true)`, with an
+    /// empty keyID: it is a slot assignment, not a record.
     case abandoned
   }
 
-  /// base64url KeyID (32 random bytes); for abandoned slots a placeholder `slot:<token>:<slot>`.
+  /// base64url KeyID (32 random bytes).
   public var keyID: String
   public var aaid: String
   public var username: String
@@ -33,6 +35,15 @@ public struct AuthenticatorRecord: Codable, Equatable, Sendable, FetchableRecord
   public var hmacSalt: Data?
 }
 
+/// A PIV slot this client owns on a token: `keyID` is the registration (pending or registered) using it, nil
+/// when the slot is free for the next registration (its key, if any, is dead).
+public struct SlotAssignment: Equatable, Sendable {
+  public var tokenID: String
+  public var slot: Int
+  public var keyID: String?
+  public var isFree: Bool { keyID == nil }
+}
+
 /// An account: a username at a server, with its registered authenticators.
 public struct Account: Codable, Equatable, Sendable {
   public var username: String
@@ -47,59 +58,77 @@ public struct DeviceInformation: Codable, Equatable, Sendable, FetchableRecord, 
 }
 
 public enum LocalDataError: Error, Equatable, Sendable {
+  /// Why a path of the local data is refused.
+  public enum InsecureReason: Equatable, Sendable {
+    case symbolicLink
+    case notADirectory
+    case notARegularFile
+    /// Group or world writable; `mode` is the permission bits found.
+    case writableByOthers(mode: UInt32)
+    case ownedByAnotherUser(uid: UInt32)
+  }
+
   case unavailable(path: String, reason: String)
   case notFound(String)
+  /// The data directory, database or lock file could be changed by someone else: not used.
+  case insecure(path: String, reason: InsecureReason)
 }
 
-/// Local data in SQLite (GRDB) under `$XDG_DATA_HOME/tokenbridge/` (directory 0700, file 0600); every
-/// state change is one transaction.
-public final class LocalData: @unchecked Sendable {
+/// Local data in SQLite (GRDB) under `$XDG_DATA_HOME/tokenbridge/` (directory 0700, file 0600, both refused
+/// when a link, another user's or writable by others). Every state change is one transaction, taken under
+/// an exclusive `flock` on `tokenbridge.lock`, so concurrent runs (and connections) wait for each other.
+public final class LocalData: Sendable {
   let db: DatabaseQueue
+  let lock: WriteLock
+  /// The process writing pending records through this connection.
+  let owner: ProcessOwner
   public let path: String
 
-  public init(directory: URL = Configuration.dataDirectory) throws(LocalDataError) {
+  public convenience init(directory: URL = Configuration.dataDirectory) throws(LocalDataError) {
+    try self.init(directory: directory, owner: .current)
+  }
+
+  init(directory: URL, owner: ProcessOwner) throws(LocalDataError) {
     path = directory.appendingPathComponent("tokenbridge.sqlite").path
+    self.owner = owner
+    try FileSafety.prepareDirectory(directory)
+    lock = try WriteLock(path: directory.appendingPathComponent("tokenbridge.lock").path)
+    close(try FileSafety.openFile(path))  // made 0600 before SQLite opens it, checked if it was there
+    var config = GRDB.Configuration()
+    config.busyMode = .timeout(30)  // a reader meeting a commit waits instead of failing
     do {
-      try FileManager.default.createDirectory(
-        at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-      let old = umask(0o077)
-      defer { umask(old) }
-      db = try DatabaseQueue(path: path)
-      try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-      try Self.migrator.migrate(db)
-    } catch {
+      db = try DatabaseQueue(path: path, configuration: config)
+    } catch { throw .unavailable(path: path, reason: "\(error)") }
+    let (db, lock) = (db, lock)
+    try run { try lock.withLock { try Self.migrator.migrate(db) } }
+  }
+
+  func run<T>(_ body: () throws -> T) throws(LocalDataError) -> T {
+    do { return try body() } catch let e as LocalDataError { throw e } catch {
       throw .unavailable(path: path, reason: "\(error)")
     }
   }
 
-  static var migrator: DatabaseMigrator {
-    var m = DatabaseMigrator()
-    m.registerMigration("v1") { db in
-      try db.create(table: "authenticator") { t in
-        t.primaryKey("keyID", .text)
-        t.column("aaid", .text).notNull()
-        t.column("username", .text).notNull()
-        t.column("server", .text).notNull()
-        t.column("appID", .text).notNull()
-        t.column("tokenID", .text).notNull()
-        t.column("slot", .integer).notNull()
-        t.column("publicKey", .blob).notNull()
-        t.column("signCounter", .integer).notNull()
-        t.column("state", .text).notNull()
-        t.column("createdAt", .datetime).notNull()
-        t.column("credentialID", .blob)
-        t.column("hmacSalt", .blob)
-      }
-      // One record per PIV slot; FIDO2 records (slot -1) may be many per key.
-      try db.execute(sql: "CREATE UNIQUE INDEX authenticator_slot ON authenticator(tokenID, slot) WHERE slot >= 0")
-    }
-    m.registerMigration("v2-device") { db in
-      try db.create(table: "device") { t in
-        t.primaryKey("deviceID", .text)
-        t.column("name", .text).notNull()
+  /// One immediate transaction under the write lock.
+  func write<T>(_ body: (Database) throws -> T) throws(LocalDataError) -> T {
+    let lock = self.lock
+    return try run {
+      try db.writeWithoutTransaction { db in
+        try lock.withLock {
+          var result: T?
+          try db.inTransaction(.immediate) {
+            result = try body(db)
+            return .commit
+          }
+          guard let result else { throw LocalDataError.unavailable(path: path, reason: "transaction rolled back") }
+          return result
+        }
       }
     }
-    return m
+  }
+
+  func read<T>(_ body: (Database) throws -> T) throws(LocalDataError) -> T {
+    try run { try db.read(body) }
   }
 
   /// This machine's device information, if any registration exists.
@@ -120,15 +149,8 @@ public final class LocalData: @unchecked Sendable {
     }
   }
 
-  func write<T>(_ body: (Database) throws -> T) throws(LocalDataError) -> T {
-    do { return try db.write(body) } catch { throw .unavailable(path: path, reason: "\(error)") }
-  }
-
-  func read<T>(_ body: (Database) throws -> T) throws(LocalDataError) -> T {
-    do { return try db.read(body) } catch { throw .unavailable(path: path, reason: "\(error)") }
-  }
-
-  /// Registered credentials (optionally for one server / user).
+  /// Registered credentials (optionally for one server / user). `includeAll` adds pending records and, when
+  /// no server or user is named, the free slots of ours (state `.abandoned`, empty keyID).
   public func authenticators(server: String? = nil, username: String? = nil, includeAll: Bool = false)
     throws(LocalDataError) -> [AuthenticatorRecord]
   {
@@ -137,7 +159,18 @@ public final class LocalData: @unchecked Sendable {
       if !includeAll { q = q.filter(Column("state") == AuthenticatorRecord.State.registered.rawValue) }
       if let server { q = q.filter(Column("server") == server) }
       if let username { q = q.filter(Column("username") == username) }
-      return try q.order(Column("createdAt")).fetchAll(db)
+      var records = try q.order(Column("createdAt")).fetchAll(db)
+      if includeAll, server == nil, username == nil {
+        let free = try Row.fetchAll(
+          db, sql: "SELECT tokenID, slot FROM slotAssignment WHERE keyID IS NULL ORDER BY tokenID, slot")
+        records += free.map {
+          AuthenticatorRecord(
+            keyID: "", aaid: "", username: "", server: "", appID: "", tokenID: $0["tokenID"], slot: $0["slot"],
+            publicKey: Data(), signCounter: 0, state: .abandoned, createdAt: Date(timeIntervalSince1970: 0),
+            credentialID: nil, hmacSalt: nil)
+        }
+      }
+      return records
     }
   }
 
@@ -148,87 +181,14 @@ public final class LocalData: @unchecked Sendable {
     }
   }
 
-  /// Slots of `tokenID` this client owns (any state), by slot number.
-  public func ownedSlots(tokenID: String) throws(LocalDataError) -> [Int: AuthenticatorRecord] {
+  /// The PIV slots of `tokenID` this client owns, by slot number.
+  public func slotAssignments(tokenID: String) throws(LocalDataError) -> [Int: SlotAssignment] {
     try read { db in
-      let rows = try AuthenticatorRecord.filter(Column("tokenID") == tokenID && Column("slot") >= 0).fetchAll(db)
-      return Dictionary(uniqueKeysWithValues: rows.map { ($0.slot, $0) })
+      let rows = try Row.fetchAll(
+        db, sql: "SELECT slot, keyID FROM slotAssignment WHERE tokenID = ?", arguments: [tokenID])
+      return Dictionary(
+        rows.map { ($0["slot"], SlotAssignment(tokenID: tokenID, slot: $0["slot"], keyID: $0["keyID"])) },
+        uniquingKeysWith: { a, _ in a })
     }
-  }
-
-  /// Writes the pending record for a slot (replacing an abandoned one), before the key is made.
-  public func beginRegistration(_ record: AuthenticatorRecord) throws(LocalDataError) {
-    try write { db in
-      if record.slot >= 0 {
-        try AuthenticatorRecord.filter(Column("tokenID") == record.tokenID && Column("slot") == record.slot)
-          .deleteAll(db)
-      }
-      var r = record
-      r.state = .pending
-      try r.insert(db)
-    }
-  }
-
-  /// Stores the public key once the token made it (still pending).
-  public func setPublicKey(_ keyID: String, _ key: [UInt8]) throws(LocalDataError) {
-    try write { db in
-      try db.execute(sql: "UPDATE authenticator SET publicKey = ? WHERE keyID = ?", arguments: [Data(key), keyID])
-    }
-  }
-
-  public func confirmRegistration(_ keyID: String) throws(LocalDataError) {
-    try setState(keyID, .registered)
-  }
-
-  /// The slot stays ours (its key is dead): a later registration reuses it. A FIDO2 record is removed: its
-  /// key is derived, not stored, so nothing is left behind.
-  public func abandon(_ keyID: String) throws(LocalDataError) {
-    try write { db in
-      guard var r = try AuthenticatorRecord.fetchOne(db, key: keyID) else { return }
-      try r.delete(db)
-      defer { try? syncDeviceInformation(db) }
-      guard r.slot >= 0 else { return }
-      r.keyID = "slot:\(r.tokenID):\(String(r.slot, radix: 16))"
-      r.state = .abandoned
-      r.username = ""
-      try r.insert(db, onConflict: .replace)
-    }
-  }
-
-  func setState(_ keyID: String, _ state: AuthenticatorRecord.State) throws(LocalDataError) {
-    try write { db in
-      try db.execute(sql: "UPDATE authenticator SET state = ? WHERE keyID = ?", arguments: [state.rawValue, keyID])
-      if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
-      try syncDeviceInformation(db)
-    }
-  }
-
-  /// Pending registrations left by an interrupted run: marked abandoned (their slots stay ours).
-  @discardableResult
-  public func repairInterrupted() throws(LocalDataError) -> [AuthenticatorRecord] {
-    let pending = try read { db in
-      try AuthenticatorRecord.filter(Column("state") == AuthenticatorRecord.State.pending.rawValue).fetchAll(db)
-    }
-    for p in pending { try abandon(p.keyID) }
-    return pending
-  }
-
-  /// The next sign counter for a key, committed before the signature is made (a crash never reuses one).
-  public func nextSignCounter(_ keyID: String) throws(LocalDataError) -> UInt32 {
-    try write { db in
-      try db.execute(sql: "UPDATE authenticator SET signCounter = signCounter + 1 WHERE keyID = ?", arguments: [keyID])
-      guard
-        let n = try Int.fetchOne(db, sql: "SELECT signCounter FROM authenticator WHERE keyID = ?", arguments: [keyID])
-      else { throw LocalDataError.notFound(keyID) }
-      return UInt32(truncatingIfNeeded: n)
-    }
-  }
-
-  /// Forgets a credential locally only (the server keeps it; `deregister` tells both). The slot stays
-  /// recorded as ours, so its key is overwritten by the next registration rather than left unknown.
-  public func delete(_ keyID: String) throws(LocalDataError) {
-    let exists = try read { db in try AuthenticatorRecord.fetchOne(db, key: keyID) != nil }
-    guard exists else { throw .notFound(keyID) }
-    try abandon(keyID)
   }
 }

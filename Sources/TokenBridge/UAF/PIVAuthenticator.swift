@@ -55,14 +55,35 @@ public final class PIVAuthenticator: TokenAuthenticator {
     return der
   }
 
-  /// A slot for a new key: one of ours left abandoned first, else a configured slot that is empty on the
-  /// card. A slot holding a key we did not make is never touched.
-  func freeSlot() throws(OperationError) -> PIVSlot {
-    let owned: [Int: AuthenticatorRecord]
-    do { owned = try localData.ownedSlots(tokenID: token.info.id) } catch { throw .localData(error) }
-    if let s = slots.first(where: { owned[Int($0.rawValue)]?.state == .abandoned }) { return s }
-    for s in slots where owned[Int(s.rawValue)] == nil {
-      do { if try !token.session.slotIsOccupied(s) { return s } } catch { throw .token(error) }
+  /// Reserves a slot for a new key and writes `record` there as pending: a slot of ours left free first, else a
+  /// configured slot that is empty on the card (a slot holding a key we did not make is never touched). The
+  /// card is read before the locked reservation, which re-checks the local data: if another run took the slot
+  /// meanwhile, the next one is tried.
+  func reserveSlot(_ record: AuthenticatorRecord) throws(OperationError) -> PIVSlot {
+    let configured = slots.map { Int($0.rawValue) }
+    var notOurs = Set<Int>()  // holding a key we did not make
+    for _ in 0...configured.count {
+      let owned: [Int: SlotAssignment]
+      do { owned = try localData.slotAssignments(tokenID: token.info.id) } catch { throw .localData(error) }
+      var candidates = configured.filter { owned[$0]?.isFree == true }
+      if candidates.isEmpty {
+        for s in configured where owned[s] == nil && !notOurs.contains(s) {
+          do {
+            if try token.session.slotIsOccupied(PIVSlot(rawValue: UInt8(s))) {
+              notOurs.insert(s)
+            } else {
+              candidates = [s]
+              break
+            }
+          } catch { throw .token(error) }
+        }
+      }
+      if candidates.isEmpty { break }
+      do {
+        if let s = try localData.reserveSlot(candidates: candidates, record: record) {
+          return PIVSlot(rawValue: UInt8(s))
+        }
+      } catch { throw .localData(error) }
     }
     throw .noFreeSlot(token.info.id)
   }
@@ -76,22 +97,27 @@ public final class PIVAuthenticator: TokenAuthenticator {
   public func register(
     username: String, server: String, appID: String, finalChallengeHash: [UInt8], verifier: PinUserVerifier
   ) throws(OperationError) -> (assertion: [UInt8], keyID: String) {
-    let slot = try freeSlot()
     let keyIDBytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
     let keyID = Base64URL.encode(keyIDBytes)
     let record = AuthenticatorRecord(
       keyID: keyID, aaid: aaid, username: username, server: server, appID: appID, tokenID: token.info.id,
-      slot: Int(slot.rawValue), publicKey: Data(), signCounter: 0, state: .pending, createdAt: Date(),
-      credentialID: nil, hmacSalt: nil)
-    do { try localData.beginRegistration(record) } catch { throw .localData(error) }
+      slot: -1 /* chosen by the reservation */, publicKey: Data(), signCounter: 0, state: .pending,
+      createdAt: Date(), credentialID: nil, hmacSalt: nil)
+    let before: [Int: SlotAssignment]
+    do { before = try localData.slotAssignments(tokenID: token.info.id) } catch { throw .localData(error) }
+    let slot = try reserveSlot(record)
+    let wasOurs = before[Int(slot.rawValue)] != nil
     let session = token.session
     let data = localData
     let aaid = self.aaid
+    // Set once GENERATE ASYMMETRIC KEY was sent: from then on the slot may hold a key of ours.
+    var keySent = false
     do {
       return try PinVerification(purpose: "register \(username)").run(on: token, verifier: verifier) {
         (pin) throws(TokenError) -> ([UInt8], String) in
         let source = try managementKey()
         try session.authenticateManagementKey(source, pin: pin.bytes)
+        keySent = true
         let point = try session.generateKey(slot, algorithm: .eccP256)
         try? data.setPublicKey(keyID, point)
         let krd = RegistrationAssertion.keyRegistrationData(
@@ -108,7 +134,9 @@ public final class PIVAuthenticator: TokenAuthenticator {
         return (RegistrationAssertion.assemble(krd: krd, signature: signature), keyID)
       }
     } catch {
-      try? localData.abandon(keyID)
+      // Nothing reached the slot (a refused PIN, a cancel): the claim goes with the record, unless the slot was
+      // ours already. Otherwise the slot stays ours, free, its key dead.
+      if keySent || wasOurs { try? localData.abandon(keyID) } else { try? localData.release(keyID) }
       throw error
     }
   }

@@ -102,7 +102,9 @@ public final class PCSCCard: SmartCardTransport, @unchecked Sendable {
   /// Takes the card for this process (blocks while another process holds it).
   public func beginTransaction() throws(SmartCardError) {
     var rv = SCardBeginTransaction(handle)
-    if PCSCStatus(rv).isReset {
+    // Each run that ends resets the card (see `resetOnClose`): with several runs in parallel it can be reset
+    // again between our reconnect and our next try, so try as often as there may be runs ending meanwhile.
+    for _ in 0..<16 where PCSCStatus(rv).isReset {
       try reconnect()
       rv = SCardBeginTransaction(handle)
     }

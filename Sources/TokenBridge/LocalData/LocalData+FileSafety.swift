@@ -1,0 +1,117 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// The data directory, the database and the lock file are used only when they are what they claim to be:
+/// no symbolic link, ours, and writable by nobody else. Checked with `lstat`/`fstat` (never a call that
+/// follows links), created 0700 / 0600 whatever the umask.
+enum FileSafety {
+  enum Kind { case directory, file }
+
+  /// Checks `path` without following a link. Returns false when nothing is there.
+  static func check(_ path: String, _ kind: Kind) throws(LocalDataError) -> Bool {
+    var st = stat()
+    guard lstat(path, &st) == 0 else {
+      if errno == ENOENT { return false }
+      throw .unavailable(path: path, reason: String(cString: strerror(errno)))
+    }
+    try verify(st, path: path, kind)
+    return true
+  }
+
+  static func verify(_ st: stat, path: String, _ kind: Kind) throws(LocalDataError) {
+    let type = st.st_mode & S_IFMT
+    if type == S_IFLNK { throw .insecure(path: path, reason: .symbolicLink) }
+    switch kind {
+    case .directory: if type != S_IFDIR { throw .insecure(path: path, reason: .notADirectory) }
+    case .file: if type != S_IFREG { throw .insecure(path: path, reason: .notARegularFile) }
+    }
+    if st.st_uid != geteuid() { throw .insecure(path: path, reason: .ownedByAnotherUser(uid: st.st_uid)) }
+    if st.st_mode & 0o022 != 0 {
+      throw .insecure(path: path, reason: .writableByOthers(mode: UInt32(st.st_mode & 0o7777)))
+    }
+  }
+
+  /// The data directory: created 0700 (its parents as usual) if missing, else checked.
+  static func prepareDirectory(_ directory: URL) throws(LocalDataError) {
+    let path = directory.path
+    if try check(path, .directory) { return }
+    do {
+      try FileManager.default.createDirectory(
+        at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+    } catch { throw .unavailable(path: path, reason: "\(error)") }
+    let made = mkdir(path, 0o700) == 0
+    if !made, errno != EEXIST { throw .unavailable(path: path, reason: String(cString: strerror(errno))) }
+    let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    guard fd >= 0 else { throw openError(path) }
+    defer { close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw .unavailable(path: path, reason: String(cString: strerror(errno))) }
+    // Just made: 0700 whatever the umask let mkdir set.
+    if made, st.st_uid == geteuid(), st.st_mode & S_IFMT == S_IFDIR, fchmod(fd, 0o700) == 0 {
+      st.st_mode = (st.st_mode & ~0o7777) | 0o700
+    }
+    try verify(st, path: path, .directory)
+  }
+
+  /// Opens (creating 0600 if missing) a file in the checked directory, without following a link, and checks it.
+  /// The caller closes the descriptor.
+  static func openFile(_ path: String, flags: Int32 = O_RDWR | O_NONBLOCK) throws(LocalDataError) -> Int32 {
+    var created = true
+    var fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    if fd < 0, errno == EEXIST {
+      created = false
+      fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC)
+    }
+    guard fd >= 0 else { throw errno == EISDIR ? .insecure(path: path, reason: .notARegularFile) : openError(path) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else {
+      close(fd)
+      throw .unavailable(path: path, reason: String(cString: strerror(errno)))
+    }
+    if created, st.st_uid == geteuid() {
+      _ = fchmod(fd, 0o600)
+      st.st_mode = (st.st_mode & ~0o7777) | 0o600
+    }
+    do { try verify(st, path: path, .file) } catch {
+      close(fd)
+      throw error
+    }
+    return fd
+  }
+
+  static func openError(_ path: String) -> LocalDataError {
+    errno == ELOOP
+      ? .insecure(path: path, reason: .symbolicLink)
+      : .unavailable(path: path, reason: String(cString: strerror(errno)))
+  }
+}
+
+/// An exclusive `flock` on a file in the data directory, held for each write transaction, so that writers in
+/// other processes (and other connections in this one) wait for each other. The kernel drops it when the
+/// holder dies, so a killed run never leaves it taken.
+final class WriteLock: Sendable {
+  let fd: Int32
+  let path: String
+
+  init(path: String) throws(LocalDataError) {
+    self.path = path
+    fd = try FileSafety.openFile(path)
+  }
+
+  deinit { close(fd) }
+
+  func withLock<T>(_ body: () throws -> T) throws -> T {
+    while flock(fd, LOCK_EX) != 0 {
+      guard errno == EINTR else {
+        throw LocalDataError.unavailable(path: path, reason: String(cString: strerror(errno)))
+      }
+    }
+    defer { flock(fd, LOCK_UN) }
+    return try body()
+  }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import GRDB
+
+/// The registration lifecycle: pending (owned by the writing process) → registered, or abandoned (a PIV slot
+/// stays ours, free; a FIDO2 record goes). Each step is one locked transaction.
+extension LocalData {
+  /// Reserves the first of `candidates` that is free in the local data — a slot of ours no registration uses,
+  /// or one we hold no assignment for (the caller checked on the token that it is empty) — and writes
+  /// `record` there as pending, owned by this process. Choice and write are one locked transaction, so two
+  /// runs never get the same slot. Returns the slot, or nil when every candidate is taken.
+  public func reserveSlot(candidates: [Int], record: AuthenticatorRecord) throws(LocalDataError) -> Int? {
+    try write { db in
+      let rows = try Row.fetchAll(
+        db, sql: "SELECT slot, keyID FROM slotAssignment WHERE tokenID = ?", arguments: [record.tokenID])
+      var inUse: Set<Int> = []
+      for row in rows where (row["keyID"] as String?) != nil { inUse.insert(row["slot"]) }
+      guard let slot = candidates.first(where: { $0 >= 0 && !inUse.contains($0) }) else { return nil }
+      var r = record
+      r.slot = slot
+      try insertPending(r, db)
+      try db.execute(
+        sql: """
+          INSERT INTO slotAssignment (tokenID, slot, keyID) VALUES (?, ?, ?)
+          ON CONFLICT (tokenID, slot) DO UPDATE SET keyID = excluded.keyID
+          """, arguments: [r.tokenID, slot, r.keyID])
+      return slot
+    }
+  }
+
+  /// Writes the pending record of a registration that needs no slot (a FIDO2 key: slot -1), owned by this
+  /// process. PIV records go through `reserveSlot`.
+  public func beginRegistration(_ record: AuthenticatorRecord) throws(LocalDataError) {
+    precondition(record.slot < 0, "a PIV registration reserves its slot with reserveSlot")
+    try write { db in try insertPending(record, db) }
+  }
+
+  func insertPending(_ record: AuthenticatorRecord, _ db: Database) throws {
+    var r = record
+    r.state = .pending
+    try r.insert(db)
+    try db.execute(
+      sql: "UPDATE authenticator SET ownerPID = ?, ownerStart = ? WHERE keyID = ?",
+      arguments: [owner.pid, owner.start, r.keyID])
+  }
+
+  /// Stores the public key once the token made it (still pending).
+  public func setPublicKey(_ keyID: String, _ key: [UInt8]) throws(LocalDataError) {
+    try write { db in
+      try db.execute(sql: "UPDATE authenticator SET publicKey = ? WHERE keyID = ?", arguments: [Data(key), keyID])
+      if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
+    }
+  }
+
+  /// The server accepted the registration.
+  public func confirmRegistration(_ keyID: String) throws(LocalDataError) {
+    try write { db in
+      try db.execute(
+        sql: "UPDATE authenticator SET state = ?, ownerPID = NULL, ownerStart = NULL WHERE keyID = ?",
+        arguments: [AuthenticatorRecord.State.registered.rawValue, keyID])
+      if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
+      try syncDeviceInformation(db)
+    }
+  }
+
+  /// The record goes. A PIV slot stays ours, free (its key is dead): a later registration reuses it. A FIDO2
+  /// key is derived, not stored, so nothing is left behind.
+  public func abandon(_ keyID: String) throws(LocalDataError) {
+    try write { db in try abandon(keyID, db) }
+  }
+
+  /// A registration that ended before anything was written to its slot goes, and so does its claim on the
+  /// slot: the slot was empty on the token and stays nobody's (a key someone else puts there later is never
+  /// ours to overwrite).
+  public func release(_ keyID: String) throws(LocalDataError) {
+    try write { db in
+      try db.execute(sql: "DELETE FROM slotAssignment WHERE keyID = ?", arguments: [keyID])
+      try db.execute(sql: "DELETE FROM authenticator WHERE keyID = ?", arguments: [keyID])
+      try syncDeviceInformation(db)
+    }
+  }
+
+  func abandon(_ keyID: String, _ db: Database) throws {
+    try db.execute(sql: "UPDATE slotAssignment SET keyID = NULL WHERE keyID = ?", arguments: [keyID])
+    try db.execute(sql: "DELETE FROM authenticator WHERE keyID = ?", arguments: [keyID])
+    try syncDeviceInformation(db)
+  }
+
+  /// Pending registrations whose owner is gone (killed, crashed, the pid now another process): abandoned,
+  /// their slots stay ours. A pending record of a run still going is left alone.
+  @discardableResult
+  public func repairInterrupted() throws(LocalDataError) -> [AuthenticatorRecord] {
+    try write { db in
+      let rows = try Row.fetchAll(
+        db, sql: "SELECT * FROM authenticator WHERE state = ? ORDER BY createdAt",
+        arguments: [AuthenticatorRecord.State.pending.rawValue])
+      var repaired: [AuthenticatorRecord] = []
+      for row in rows {
+        let pid: Int64? = row["ownerPID"]
+        let start: Int64? = row["ownerStart"]
+        if let pid, let start, let p = Int32(exactly: pid), ProcessOwner(pid: p, start: start).isAlive { continue }
+        let record = try AuthenticatorRecord(row: row)
+        try abandon(record.keyID, db)
+        repaired.append(record)
+      }
+      return repaired
+    }
+  }
+
+  /// The next sign counter for a key, committed before the signature is made (a crash never reuses one).
+  public func nextSignCounter(_ keyID: String) throws(LocalDataError) -> UInt32 {
+    try write { db in
+      try db.execute(sql: "UPDATE authenticator SET signCounter = signCounter + 1 WHERE keyID = ?", arguments: [keyID])
+      guard
+        let n = try Int.fetchOne(db, sql: "SELECT signCounter FROM authenticator WHERE keyID = ?", arguments: [keyID])
+      else { throw LocalDataError.notFound(keyID) }
+      return UInt32(truncatingIfNeeded: n)
+    }
+  }
+
+  /// Forgets a credential locally only (the server keeps it; `deregister` tells both). The slot stays
+  /// ours, so its key is overwritten by the next registration rather than left unknown.
+  public func delete(_ keyID: String) throws(LocalDataError) {
+    try write { db in
+      guard try AuthenticatorRecord.exists(db, key: keyID) else { throw LocalDataError.notFound(keyID) }
+      try abandon(keyID, db)
+    }
+  }
+}
