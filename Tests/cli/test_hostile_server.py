@@ -5,6 +5,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -162,20 +163,34 @@ def configure(home, **settings):
         json.dump(settings, f)
 
 
+# Linux keeps a process's peak RSS across exec (the forked copy of its parent counts), so a child forked
+# straight from pytest would report pytest's own size. A small launcher forks the tokenbridge child itself and
+# reports that child's peak alone (wait4); the launcher's pre-exec size is a few MiB, far below the bound.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(tmp_path, home, *args, env=(), timeout=120):
     """Runs tokenbridge; returns (exit code, stderr, peak RSS in KiB of that child alone, via wait4)."""
     out, err = open(tmp_path / "out", "w+"), open(tmp_path / "err", "w+")
-    p = subprocess.Popen([TOKENBRIDGE, *args], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                         env=dict(os.environ, **home, **dict(env)), start_new_session=True)
-    guard = threading.Timer(timeout, p.kill)  # a hang guard only: no timing is asserted
-    guard.start()
+    peak_file = tmp_path / "peak"
+    p = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(peak_file), TOKENBRIDGE, *args], stdout=out,
+                         stderr=err, stdin=subprocess.DEVNULL, env=dict(os.environ, **home, **dict(env)),
+                         start_new_session=True)
     try:
-        _, status, usage = os.wait4(p.pid, 0)
-    finally:
-        guard.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+        p.wait(timeout=timeout)  # a hang guard only: no timing is asserted
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.wait()
     err.seek(0)
-    return p.returncode, err.read(), usage.ru_maxrss
+    return p.returncode, err.read(), int(peak_file.read_text()) if peak_file.exists() else -1
 
 
 def register(tmp_path, home, server, **kw):

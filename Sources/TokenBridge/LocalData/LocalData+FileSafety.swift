@@ -43,7 +43,7 @@ enum FileSafety {
     do {
       try FileManager.default.createDirectory(
         at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
-    } catch { throw .unavailable(path: path, reason: "\(error)") }
+    } catch { throw .unavailable(path: path, reason: LocalData.reason(error)) }
     let made = mkdir(path, 0o700) == 0
     if !made, errno != EEXIST { throw .unavailable(path: path, reason: String(cString: strerror(errno))) }
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

@@ -98,15 +98,24 @@ public final class LocalData: Sendable {
     config.busyMode = .timeout(30)  // a reader meeting a commit waits instead of failing
     do {
       db = try DatabaseQueue(path: path, configuration: config)
-    } catch { throw .unavailable(path: path, reason: "\(error)") }
+    } catch { throw .unavailable(path: path, reason: Self.reason(error)) }
     let (db, lock) = (db, lock)
     try run { try lock.withLock { try Self.migrator.migrate(db) } }
   }
 
   func run<T>(_ body: () throws -> T) throws(LocalDataError) -> T {
     do { return try body() } catch let e as LocalDataError { throw e } catch {
-      throw .unavailable(path: path, reason: "\(error)")
+      throw .unavailable(path: path, reason: Self.reason(error))
     }
+  }
+
+  /// A sentence for a storage failure: SQLite's own message (never the SQL that failed), or the system's.
+  static func reason(_ error: Error) -> String {
+    if let e = error as? DatabaseError {
+      return "SQLite: \(e.message ?? "error \(e.resultCode.primaryResultCode.rawValue)")"
+    }
+    if let e = error as? CocoaError { return e.localizedDescription }
+    return "\(type(of: error))"
   }
 
   /// One immediate transaction under the write lock.
