@@ -85,11 +85,22 @@ public struct PinVerification {
         known = PINStatus(kind: .pin, retriesLeft: left, maxRetries: status.maxRetries)
       } catch .pinBlocked(let k) {
         throw .blocked(k, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidPin(reason: reason)
+      } catch .pinFormat(_, let problem) {
+        lastError = .invalidPin(reason: problem.phrase)
       } catch {
         throw .token(error)
       }
+    }
+  }
+}
+
+extension PINFormatProblem {
+  /// Why the value cannot be used, for `invalidPin`/`invalidCurrent` (the device layer gives facts only).
+  var phrase: String {
+    switch self {
+    case .tooShort(let n): "it is shorter than \(n) characters"
+    case .tooLong(let n): "it is longer than \(n) characters"
+    case .refusedByToken: "the token refuses its format"
     }
   }
 }

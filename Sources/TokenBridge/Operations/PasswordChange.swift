@@ -37,8 +37,8 @@ public struct PasswordChange {
         lastError = .invalidNew(problem)
         continue
       }
-      do { try token.session.setPIN(normalized(answer.new), old: nil) } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
+      do { try token.session.setPIN(normalized(answer.new), old: nil) } catch .pinFormat(_, let problem) {
+        lastError = .invalidCurrent(reason: problem.phrase)
         continue
       } catch { throw .token(error) }
       return
@@ -95,8 +95,8 @@ public struct PasswordChange {
         lastError = nil
       } catch .pinBlocked {
         throw .blocked(.pin, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
+      } catch .pinFormat(_, let problem) {
+        lastError = .invalidCurrent(reason: problem.phrase)
       } catch {
         throw .token(error)
       }

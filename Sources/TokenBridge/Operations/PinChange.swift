@@ -74,8 +74,8 @@ public struct PinChange {
         known = PINStatus(kind: kind, retriesLeft: left, maxRetries: status.maxRetries, isDefault: status.isDefault)
       } catch .pinBlocked(let k) {
         throw .blocked(k, token: token.info)
-      } catch .pinFormat(_, let reason) {
-        lastError = .invalidCurrent(reason: reason)
+      } catch .pinFormat(_, let problem) {
+        lastError = .invalidCurrent(reason: problem.phrase)
       } catch {
         throw .token(error)
       }

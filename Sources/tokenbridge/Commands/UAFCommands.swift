@@ -45,6 +45,7 @@ struct UAFContext {
     guard let id = options.token else { return (result.found, result.fido2Found) }
     let piv = result.found.filter { $0.info.id == id }
     let fido2 = result.fido2Found.filter { $0.info.id == id }
+    if piv.isEmpty && fido2.isEmpty, let u = result.unusableCards.first(where: { $0.id == id }) { throw u.reason }
     if piv.isEmpty && fido2.isEmpty { throw OperationError.tokenNotFound(id, available: result.tokens) }
     return (piv, fido2)
   }
