@@ -15,14 +15,20 @@ public enum TokenError: Error, Equatable, Sendable {
   case pinBlocked(PINKind)
   /// The token wants a power cycle before it takes another PIN (FIDO2 PIN_AUTH_BLOCKED).
   case needsReinsertion
-  /// The token cannot take this value at all (e.g. a PIV PIN over 8 bytes); nothing was sent.
-  case pinFormat(PINKind, reason: String)
+  /// The token cannot take this value at all (e.g. a PIV PIN of 5 or 9 bytes); nothing was sent, no try spent
+  /// (except `.refusedByToken`: the token itself refused the format, and said so without counting a try).
+  case pinFormat(PINKind, PINFormatProblem)
   /// The card in `reader` has no PIV application (SELECT answered 6A82).
   case notPIV(reader: String)
   /// The management key was not accepted (mutual authentication failed).
   case managementKeyRejected
   /// The slot holds no key.
   case slotEmpty(UInt8)
+  /// The FIDO2 key holds no credential for the request (CTAP2_ERR_NO_CREDENTIALS: another key, or it was reset).
+  case noCredential(operation: String)
+  /// The token accepted the request but did not answer within the session's deadline for `operation`
+  /// (a stalled key or socket). Nothing is known about what the token did.
+  case noAnswer(operation: String)
   /// The card wants a PIN or management key first (6982) for `operation`.
   case securityStatusNotSatisfied(operation: String)
   /// A status word we did not expect for `operation`.
@@ -43,6 +49,17 @@ public enum TokenError: Error, Equatable, Sendable {
   case touchDenied
   /// Any other libfido2 status (`fido_strerr` says what), for `operation`.
   case fido2(Int32, operation: String)
+}
+
+/// Why a PIN/PUK value cannot be used, as facts (the CLI words them).
+public enum PINFormatProblem: Error, Equatable, Sendable {
+  /// Fewer than `minimum` bytes.
+  case tooShort(minimum: Int)
+  /// More than `maximum` bytes.
+  case tooLong(maximum: Int)
+  /// The token refused the format with this status word (PIV 6A80/6700), or `nil` when libfido2 reported
+  /// FIDO_ERR_PIN_POLICY_VIOLATION (the key's own PIN policy).
+  case refusedByToken(StatusWord?)
 }
 
 /// What a token says about one PIN (or PUK), read without spending a try.

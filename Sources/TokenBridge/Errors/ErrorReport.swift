@@ -183,10 +183,26 @@ public struct ErrorReport: Equatable, Sendable {
         status: .failure,
         message: "The key refused \(op) (\(TokenError.fido2Message(code))). Run again with --trace, or set "
           + "FIDO_DEBUG=1 to see the exchange.", code: "libfido2 \(code)")
-    case .pinFormat(let k, _):
+    case .pinFormat(let k, .tooShort(let n)):
       return .init(
         status: .policyViolation,
-        message: "The token does not accept a \(k.rawValue) of this form; nothing was sent, no try was spent.")
+        message: "The \(k.rawValue) is too short: at least \(n) characters. Nothing was sent; no try was spent.")
+    case .pinFormat(let k, .tooLong(let n)):
+      return .init(
+        status: .policyViolation,
+        message: "The \(k.rawValue) is too long: at most \(n) characters. Nothing was sent; no try was spent.")
+    case .pinFormat(let k, .refusedByToken(let sw)):
+      return .init(
+        status: .policyViolation, message: "The token refuses this \(k.rawValue) as malformed; choose another.",
+        code: sw.map { "SW \($0)" })
+    case .noCredential(let op):
+      return .init(
+        status: .unknownKey,
+        message: "The key holds no credential for this request (\(op)): was it reset, or is it another key?")
+    case .noAnswer(let op):
+      return .init(
+        status: .timedOut, message: "The token did not answer (\(op)) in time: remove and re-insert it, then try again."
+      )
     case .notPIV(let reader):
       return .init(status: .unsupportedToken, message: "The card in \(shown(reader)) is not a PIV card.")
     case .managementKeyRejected:

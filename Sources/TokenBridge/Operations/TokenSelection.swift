@@ -11,10 +11,16 @@ public struct TokenSelection {
   /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).
   public func chooseAny(id: String?, selector: TokenSelector?) throws(OperationError) -> AnyToken {
     let result: DiscoveryResult
+    var discovery = discovery
+    discovery.onlyID = id
     do { result = try discovery.discover() } catch { throw .token(error) }
     let all = result.found.map(AnyToken.piv) + result.fido2Found.map(AnyToken.fido2)
     if let id {
-      guard let hit = all.first(where: { $0.info.id == id }) else { throw .tokenNotFound(id, available: result.tokens) }
+      guard let hit = all.first(where: { $0.info.id == id }) else {
+        // The named token is there but unusable (e.g. a FIDO2 key that does not answer): say why.
+        if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
+        throw .tokenNotFound(id, available: result.tokens)
+      }
       return hit
     }
     switch all.count {

@@ -43,7 +43,11 @@ public struct UAFEnvironment {
     guard let id else { return UAFTokens(piv: result.found, fido2: result.fido2Found) }
     let piv = result.found.filter { $0.info.id == id }
     let fido2 = result.fido2Found.filter { $0.info.id == id }
-    if piv.isEmpty && fido2.isEmpty { throw .tokenNotFound(id, available: result.tokens) }
+    if piv.isEmpty && fido2.isEmpty {
+      // The named token is there but unusable (e.g. a FIDO2 key that does not answer): say why.
+      if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
+      throw .tokenNotFound(id, available: result.tokens)
+    }
     return UAFTokens(piv: piv, fido2: fido2)
   }
 

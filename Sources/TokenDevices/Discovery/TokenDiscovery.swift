@@ -35,6 +35,22 @@ public struct DiscoveredToken {
   public let session: PIVSession
 }
 
+/// A reader's card or a FIDO2 key that discovery could not use, and why (e.g. `.noAnswer(operation: "open")`
+/// for a key that accepted the connection and stayed silent).
+public struct UnusableToken: Sendable, Equatable {
+  /// The id the token would have had, where it is known without talking to it (FIDO2 keys).
+  public var id: String?
+  /// The reader name (PC/SC) or the device path (FIDO2).
+  public var reader: String
+  public var reason: TokenError
+
+  public init(id: String? = nil, reader: String, reason: TokenError) {
+    self.id = id
+    self.reader = reader
+    self.reason = reason
+  }
+}
+
 /// What discovery found, including readers that hold no token we can use (so messages can say why).
 public struct DiscoveryResult {
   public var found: [DiscoveredToken] = []
@@ -42,8 +58,8 @@ public struct DiscoveryResult {
   public var tokens: [TokenInfo] { found.map(\.info) + fido2Found.map(\.info) }
   /// Readers without a card.
   public var emptyReaders: [String] = []
-  /// Readers whose card has no PIV application, or did not answer.
-  public var unusableCards: [(reader: String, reason: TokenError)] = []
+  /// Readers whose card has no PIV application, and FIDO2 keys that failed or did not answer (with the reason).
+  public var unusableCards: [UnusableToken] = []
   public var readerCount = 0
   /// PC/SC could not be used (e.g. pcscd not running) while FIDO2 keys were found.
   public var pcscProblem: SmartCardError?
@@ -64,28 +80,106 @@ public struct TokenDiscovery {
     self.includeFIDO2 = includeFIDO2
   }
 
-  /// FIDO2 keys: getInfo and PIN retries (no try spent). Ids: `fido2-<socket name>` for virtual keys,
-  /// `fido2-<hidraw name>` otherwise (CTAP has no serial number; see HardwareNotes.md).
-  func discoverFIDO2(into result: inout DiscoveryResult) {
-    for ref in FIDO2Session.list() {
-      do {
-        let session = try FIDO2Session(ref)
-        session.trace = trace
-        var info = try session.info()
-        info.uvRetries = session.uvRetries(info)
-        let pin = info.pinIsSet ? try session.pinStatus() : nil
-        let name = URL(fileURLWithPath: ref.path).lastPathComponent
-        let id = "fido2-" + String(name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
-        var caps = ["fido2"]
-        if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
-        result.fido2Found.append(
-          DiscoveredFIDO2(
-            info: TokenInfo(
-              id: id, kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
-              version: info.versions.last, pin: pin, puk: nil, fido2: info), session: session))
-      } catch {
-        result.unusableCards.append((ref.path, error))
+  /// Virtual FIDO2 keys to probe; `nil`: those named in `TOKENBRIDGE_VIRTUAL_FIDO`.
+  public var virtualFIDO2Paths: [String]?
+
+  /// When set, FIDO2 keys whose id (known without opening them) is another are not probed at all: a command
+  /// about one token does not wait for the others.
+  public var onlyID: String?
+
+  /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
+  public var fido2Deadlines: FIDO2Deadlines = .standard
+
+  /// The discovery id of a FIDO2 key: `fido2-<socket name>` for virtual keys, `fido2-<hidraw name>` otherwise
+  /// (CTAP has no serial number; see HardwareNotes.md). Known without opening the key.
+  public static func fido2ID(_ ref: FIDO2DeviceRef) -> String {
+    let name = URL(fileURLWithPath: ref.path).lastPathComponent
+    return "fido2-" + String(name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
+  }
+
+  /// What one FIDO2 probe found, handed from the probing thread to the caller.
+  enum FIDO2Probe {
+    case found(DiscoveredFIDO2)
+    case unusable(UnusableToken)
+  }
+
+  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines).
+  /// `@unchecked`: the outcome holds a non-Sendable `FIDO2Session` whose ownership moves from the probing thread
+  /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
+  /// value created on another thread), so a lock guards the one stored property instead.
+  final class ProbeOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: (FIDO2Probe, [String])?
+    func put(_ v: (FIDO2Probe, [String])) { lock.withLock { value = v } }
+    func take() -> (FIDO2Probe, [String])? { lock.withLock { value.take() } }
+  }
+
+  /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
+  /// started before PC/SC discovery and collected after it, so one silent key delays nothing but itself and
+  /// is reported as `.noAnswer`. Trace lines are collected per key and replayed in order by `collect`.
+  func startFIDO2Probes() -> [(ref: FIDO2DeviceRef, thread: Thread, outcome: ProbeOutcome)] {
+    let deadlines = fido2Deadlines
+    let tracing = trace != nil
+    let refs = FIDO2Session.list(virtualPaths: virtualFIDO2Paths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
+    return refs.map { ref in
+      let outcome = ProbeOutcome()
+      let thread = Thread {
+        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing))
       }
+      thread.start()
+      return (ref, thread, outcome)
+    }
+  }
+
+  /// Waits for each probe (each ends by its own deadlines; the wait is bounded anyway, in case libfido2
+  /// overran one) and adds what it found.
+  func collect(
+    _ probes: [(ref: FIDO2DeviceRef, thread: Thread, outcome: ProbeOutcome)],
+    into result: inout DiscoveryResult
+  ) {
+    // open (INIT + getInfo) + getInfo + getUVRetries + getPINRetries, with room to spare.
+    let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
+    for p in probes {
+      var got: (FIDO2Probe, [String])?
+      while true {
+        got = p.outcome.take()
+        if got != nil || DispatchTime.now().uptimeNanoseconds >= end { break }
+        usleep(10_000)
+      }
+      guard let (probe, lines) = got else {
+        // The thread stays blocked in libfido2; it owns its session and ends with the process.
+        result.unusableCards.append(
+          UnusableToken(id: Self.fido2ID(p.ref), reader: p.ref.path, reason: .noAnswer(operation: "open")))
+        continue
+      }
+      for line in lines { trace?(line) }
+      switch probe {
+      case .found(let k):
+        k.session.trace = trace
+        result.fido2Found.append(k)
+      case .unusable(let u): result.unusableCards.append(u)
+      }
+    }
+  }
+
+  static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool) -> (FIDO2Probe, [String]) {
+    var lines: [String] = []
+    let id = fido2ID(ref)
+    do {
+      let session = try FIDO2Session(ref, deadlines: deadlines)
+      if tracing { session.trace = { lines.append($0) } }
+      defer { session.trace = nil }
+      var info = try session.info()
+      info.uvRetries = session.uvRetries(info)
+      let pin = info.pinIsSet ? try session.pinStatus() : nil
+      var caps = ["fido2"]
+      if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
+      let token = TokenInfo(
+        id: id, kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
+        version: info.versions.last, pin: pin, puk: nil, fido2: info)
+      return (.found(DiscoveredFIDO2(info: token, session: session)), lines)
+    } catch {
+      return (.unusable(UnusableToken(id: id, reader: ref.path, reason: error)), lines)
     }
   }
 
@@ -94,17 +188,26 @@ public struct TokenDiscovery {
   /// PIN status is read without spending a try.
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    if includeFIDO2 { discoverFIDO2(into: &result) }
+    let probes = includeFIDO2 ? startFIDO2Probes() : []
+    let pcscError = discoverPCSC(into: &result)
+    collect(probes, into: &result)
+    if let pcscError {
+      // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
+      if result.fido2Found.isEmpty { throw .smartCard(pcscError) }
+      result.pcscProblem = pcscError
+    }
+    return result
+  }
+
+  /// The PC/SC half of `discover`; returns the error when PC/SC itself cannot be used.
+  func discoverPCSC(into result: inout DiscoveryResult) -> SmartCardError? {
     let context: PCSCContext
     let readers: [String]
     do {
       context = try PCSCContext()
       readers = try context.readers()
     } catch {
-      // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty { throw .smartCard(error) }
-      result.pcscProblem = error
-      return result
+      return error
     }
     result.readerCount = readers.count
     for reader in readers {
@@ -121,15 +224,15 @@ public struct TokenDiscovery {
         if case .noCard = error {
           result.emptyReaders.append(reader)
         } else {
-          result.unusableCards.append((reader, .smartCard(error)))
+          result.unusableCards.append(UnusableToken(reader: reader, reason: .smartCard(error)))
         }
       } catch let error as TokenError {
-        result.unusableCards.append((reader, error))
+        result.unusableCards.append(UnusableToken(reader: reader, reason: error))
       } catch {
-        result.unusableCards.append((reader, .unsupported("\(error)")))
+        result.unusableCards.append(UnusableToken(reader: reader, reason: .malformedResponse(operation: "discovery")))
       }
     }
-    return result
+    return nil
   }
 
   static func describe(_ session: PIVSession, reader: String, includePUK: Bool) throws(TokenError) -> TokenInfo {

@@ -21,7 +21,7 @@ extension FIDO2Session {
     if rc == FIDO_OK { rc = fido_cred_set_rk(cred, resident ? FIDO_OPT_TRUE : FIDO_OPT_FALSE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "makeCredential") }
     trace?("fido2 > makeCredential rp=\(rpID) hmac-secret")
-    rc = whileWaitingForTouch {
+    rc = try whileWaitingForTouch("makeCredential") {
       pin.map { p in p.withCString { fido_dev_make_cred(dev, cred, $0) } } ?? fido_dev_make_cred(dev, cred, nil)
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
@@ -47,33 +47,30 @@ extension FIDO2Session {
     if rc == FIDO_OK { rc = fido_assert_set_up(a, FIDO_OPT_TRUE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
     trace?("fido2 > getAssertion rp=\(rpID) hmac-secret")
-    rc = whileWaitingForTouch {
+    rc = try whileWaitingForTouch("getAssertion") {
       pin.map { p in p.withCString { fido_dev_get_assert(dev, a, $0) } } ?? fido_dev_get_assert(dev, a, nil)
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "getAssertion") }
     guard let p = fido_assert_hmac_secret_ptr(a, 0), fido_assert_hmac_secret_len(a, 0) == 32 else {
-      throw .unsupported("hmac-secret (the key returned no output)")
+      throw .malformedResponse(operation: "getAssertion hmac-secret")
     }
     return Array(UnsafeBufferPointer(start: p, count: 32))
   }
 
   /// Runs a call that may wait for a touch: the touch cue fires when the key asks (virtual keys: on KEEPALIVE
   /// UP_NEEDED; hidraw keys, whose I/O libfido2 owns: right away), and `cancel()` may stop it meanwhile.
-  func whileWaitingForTouch(_ call: () -> Int32) -> Int32 {
+  /// Bounded by `deadlines.userPresenceMs` (`.noAnswer(operation:)` past it).
+  func whileWaitingForTouch(_ operation: String, _ body: () -> Int32) throws(TokenError) -> Int32 {
     if let cue = touchCue {
-      if ref.isVirtual {
-        VirtualFIDOIO.cueLock.withLock { VirtualFIDOIO.touchCues[ref.path] = cue }
-      } else {
-        cue()
-      }
+      if let io { io.touchCue = cue } else { cue() }
     }
     Self.activeLock.withLock { Self.active = self }
     defer {
       Self.activeLock.withLock { Self.active = nil }
-      VirtualFIDOIO.cueLock.withLock { _ = VirtualFIDOIO.touchCues.removeValue(forKey: ref.path) }
+      io?.touchCue = nil
     }
-    return call()
+    return try call(operation, deadlines.userPresenceMs, body)
   }
 
   nonisolated(unsafe) static var active: FIDO2Session?
@@ -92,8 +89,11 @@ extension FIDO2Session {
   func pinAwareError(_ rc: Int32, _ operation: String) -> TokenError {
     if rc == FIDO_ERR_PIN_INVALID { return .wrongPIN(.pin, retriesLeft: (try? pinRetries()) ?? 0) }
     // libfido2 reports a failed key-agreement step as FIDO_ERR_INTERNAL: a key that no longer answers is gone.
-    if rc == FIDO_ERR_INTERNAL, (try? pinRetries()) == nil { return .smartCard(.cardRemoved(reader: ref.path)) }
-    if rc == FIDO_ERR_NO_CREDENTIALS { return .slotEmpty(0) }
+    if rc == FIDO_ERR_INTERNAL {
+      do { _ = try pinRetries() } catch .noAnswer { return .noAnswer(operation: operation) } catch {
+        return .smartCard(.cardRemoved(reader: ref.path))
+      }
+    }
     return Self.error(rc, operation)
   }
 }

@@ -6,6 +6,12 @@ public struct FIDO2DeviceRef: Sendable, Equatable {
   public var path: String
   public var product: String
   public var isVirtual: Bool
+
+  public init(path: String, product: String, isVirtual: Bool) {
+    self.path = path
+    self.product = product
+    self.isVirtual = isVirtual
+  }
 }
 
 /// What getInfo says (CTAP 2.1 §6.4), as far as TokenBridge uses it.
@@ -24,6 +30,29 @@ public struct FIDO2Info: Sendable, Equatable, Codable {
   public var supportsPIN: Bool { options["clientPin"] != nil }
 }
 
+/// How long a FIDO2 key may take to answer, per kind of call (milliseconds; HardwareNotes.md, FIDO2 deadlines).
+/// Each libfido2 call gets its deadline through `fido_dev_set_timeout` (hidraw and virtual keys alike; the
+/// virtual transport also bounds each read and its connect). A call past its deadline throws `.noAnswer`.
+public struct FIDO2Deadlines: Sendable, Equatable {
+  /// Opening (CTAPHID_INIT, getInfo) and reads that spend nothing: getInfo, getPINRetries, getUVRetries.
+  public var probeMs: Int32
+  /// clientPIN set/change (key agreement and the PIN exchange: several round trips, no human).
+  public var commandMs: Int32
+  /// makeCredential / getAssertion: they wait for a human to touch the key. Keys end that wait themselves
+  /// (CTAP2_ERR_USER_ACTION_TIMEOUT, typically after ~30 s), so this is only the bound for a key that stopped
+  /// answering (it also no longer sends KEEPALIVE).
+  public var userPresenceMs: Int32
+
+  public init(probeMs: Int32, commandMs: Int32, userPresenceMs: Int32) {
+    self.probeMs = probeMs
+    self.commandMs = commandMs
+    self.userPresenceMs = userPresenceMs
+  }
+
+  /// 3 s per probe, 10 s per PIN command, 90 s for a touch.
+  public static let standard = FIDO2Deadlines(probeMs: 3_000, commandMs: 10_000, userPresenceMs: 90_000)
+}
+
 /// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time).
 public final class FIDO2Session {
   public let ref: FIDO2DeviceRef
@@ -31,6 +60,10 @@ public final class FIDO2Session {
   public var trace: TraceSink?
   /// Told when the key waits for a touch ("Touch your key").
   public var touchCue: (() -> Void)?
+  /// The deadlines of this session's calls.
+  public var deadlines: FIDO2Deadlines
+  /// The virtual transport's per-session state (virtual keys only).
+  let io: VirtualFIDOIO.Context?
 
   static let initialized: Void = { fido_init(0) }()
 
@@ -60,29 +93,59 @@ public final class FIDO2Session {
     return out
   }
 
-  public init(_ ref: FIDO2DeviceRef) throws(TokenError) {
+  public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard) throws(TokenError) {
     _ = Self.initialized
     self.ref = ref
+    self.deadlines = deadlines
+    io = ref.isVirtual ? VirtualFIDOIO.Context(readDeadlineMs: deadlines.probeMs) : nil
     try open()
+  }
+
+  /// Runs one libfido2 call on `d` with a deadline of `ms`. Returns libfido2's status; a transport failure
+  /// (FIDO_ERR_RX/TX, or a failed open) that came from the deadline rather than from the key going away is
+  /// reported as `nil` (no answer).
+  func bounded(_ d: OpaquePointer?, _ ms: Int32, _ call: () -> Int32) -> Int32? {
+    if let d { _ = fido_dev_set_timeout(d, Int32(ms)) }
+    io?.readDeadlineMs = ms
+    io?.timedOut = false
+    let start = DispatchTime.now().uptimeNanoseconds
+    let rc = call()
+    guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX || rc == FIDO_ERR_INTERNAL else { return rc }
+    if let io { return io.timedOut ? nil : rc }
+    // hidraw: libfido2 owns the I/O; its read returns an error when the deadline passes (the time is the tell).
+    let elapsedMs = (DispatchTime.now().uptimeNanoseconds - start) / 1_000_000
+    return elapsedMs * 10 >= UInt64(ms) * 9 ? nil : rc
+  }
+
+  /// `bounded` on this session's device, throwing `.noAnswer(operation:)` for a call that ran out of time.
+  func call(_ operation: String, _ ms: Int32, _ body: () -> Int32) throws(TokenError) -> Int32 {
+    guard let rc = bounded(dev, ms, body) else { throw .noAnswer(operation: operation) }
+    return rc
   }
 
   deinit { closeDevice() }
 
+  /// Opens the device (CTAPHID_INIT, then getInfo inside libfido2), bounded by the probe deadline.
   func open() throws(TokenError) {
     guard let d = fido_dev_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "open") }
     if ref.isVirtual {
-      var io = VirtualFIDOIO.functions
-      guard fido_dev_set_io_functions(d, &io) == FIDO_OK else {
+      var functions = VirtualFIDOIO.functions
+      guard fido_dev_set_io_functions(d, &functions) == FIDO_OK else {
         var dd: OpaquePointer? = d
         fido_dev_free(&dd)
         throw .fido2(FIDO_ERR_INTERNAL, operation: "open")
       }
     }
-    let rc = fido_dev_open(d, ref.path)
+    let path = ref.path
+    let rc = bounded(d, deadlines.probeMs) {
+      if let io { return VirtualFIDOIO.opening(with: io) { fido_dev_open(d, path) } }
+      return fido_dev_open(d, path)
+    }
     guard rc == FIDO_OK else {
       var dd: OpaquePointer? = d
       fido_dev_free(&dd)
-      throw .fido2(rc, operation: "open \(ref.path)")
+      guard let rc else { throw .noAnswer(operation: "open") }
+      throw .fido2(rc, operation: "open")
     }
     dev = d
   }
@@ -106,7 +169,7 @@ public final class FIDO2Session {
       var c: OpaquePointer? = ci
       fido_cbor_info_free(&c)
     }
-    let rc = fido_dev_get_cbor_info(dev, ci)
+    let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info(dev, ci) }
     guard rc == FIDO_OK else { throw Self.error(rc, "getInfo") }
     func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
       guard let p else { return [] }
@@ -129,7 +192,7 @@ public final class FIDO2Session {
   /// PIN tries left (getPINRetries; spends none).
   public func pinRetries() throws(TokenError) -> Int {
     var n: Int32 = 0
-    let rc = fido_dev_get_retry_count(dev, &n)
+    let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count(dev, &n) }
     guard rc == FIDO_OK else { throw Self.error(rc, "getPINRetries") }
     return Int(n)
   }
@@ -138,7 +201,7 @@ public final class FIDO2Session {
   public func uvRetries(_ info: FIDO2Info) -> Int? {
     guard info.options["uv"] != nil else { return nil }
     var n: Int32 = 0
-    return fido_dev_get_uv_retry_count(dev, &n) == FIDO_OK ? Int(n) : nil
+    return bounded(dev, deadlines.probeMs) { fido_dev_get_uv_retry_count(dev, &n) } == FIDO_OK ? Int(n) : nil
   }
 
   /// The PIN status in the shape every token shares. libfido2 does not report the power-cycle state: the
@@ -150,14 +213,15 @@ public final class FIDO2Session {
   /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
   public func setPIN(_ new: String, old: String?) throws(TokenError) {
     trace?("fido2 > clientPIN \(old == nil ? "setPIN" : "changePIN") <redacted>")
-    let rc = new.withCString { n in
-      if let old { return old.withCString { o in fido_dev_set_pin(dev, n, o) } }
-      return fido_dev_set_pin(dev, n, nil)
+    let operation = old == nil ? "setPIN" : "changePIN"
+    let rc = try call(operation, deadlines.commandMs) {
+      new.withCString { n in
+        if let old { return old.withCString { o in fido_dev_set_pin(dev, n, o) } }
+        return fido_dev_set_pin(dev, n, nil)
+      }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
-    guard rc == FIDO_OK else {
-      throw pinAwareError(rc, old == nil ? "setPIN" : "changePIN")
-    }
+    guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
   }
 
   /// libfido2 status → the device layer's error shape.
@@ -165,9 +229,10 @@ public final class FIDO2Session {
     switch rc {
     case FIDO_ERR_PIN_BLOCKED: .pinBlocked(.pin)
     case FIDO_ERR_PIN_AUTH_BLOCKED: .needsReinsertion
-    case FIDO_ERR_PIN_POLICY_VIOLATION: .pinFormat(.pin, reason: "the key's PIN policy refuses it")
+    case FIDO_ERR_PIN_POLICY_VIOLATION: .pinFormat(.pin, .refusedByToken(nil))
     case FIDO_ERR_PIN_NOT_SET: .pinNotSet
     case FIDO_ERR_TX, FIDO_ERR_RX: .smartCard(.cardRemoved(reader: ""))
+    case FIDO_ERR_NO_CREDENTIALS: .noCredential(operation: operation)
     case FIDO_ERR_USER_ACTION_TIMEOUT, FIDO_ERR_ACTION_TIMEOUT: .touchTimeout
     case FIDO_ERR_OPERATION_DENIED: .touchDenied
     case FIDO_ERR_KEEPALIVE_CANCEL: .cancelled

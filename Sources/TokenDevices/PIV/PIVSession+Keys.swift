@@ -21,7 +21,7 @@ extension PIVSession {
       case .defaultKey: key = ManagementKeySource.defaultKeyBytes
       case .key(let k): key = k
       case .pinProtected:
-        guard let pin else { throw .pinFormat(.pin, reason: "the PIN-protected management key needs the PIN") }
+        guard let pin else { throw .pinFormat(.pin, .tooShort(minimum: Self.referenceDataLength.lowerBound)) }
         key = try pinProtectedManagementKey(pin: pin)
       }
       defer { wipe(&key) }

@@ -1,10 +1,23 @@
 /// PIN and PUK management: SP 800-73-4 Part 2 §3.2.1 VERIFY, §3.2.2 CHANGE REFERENCE DATA,
 /// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card has it.
 extension PIVSession {
-  /// Pads a PIN/PUK with FF to 8 bytes. Throws `.pinFormat` (nothing sent) for empty or over-8-byte values.
+  /// PIV reference data (PIN and PUK) is 6 to 8 bytes (SP 800-73-4 Part 2 §2.4.3; YubiKeys take 6–8 for the
+  /// PUK too: HardwareNotes.md, PIV). A value outside it is refused here, before any APDU, so it costs no try.
+  public static let referenceDataLength = 6...8
+
+  /// Throws `.pinFormat` when `value` is not PIV reference data (nothing is sent).
+  static func checkFormat(_ value: [UInt8], _ kind: PINKind) throws(TokenError) {
+    guard value.count >= referenceDataLength.lowerBound else {
+      throw .pinFormat(kind, .tooShort(minimum: referenceDataLength.lowerBound))
+    }
+    guard value.count <= referenceDataLength.upperBound else {
+      throw .pinFormat(kind, .tooLong(maximum: referenceDataLength.upperBound))
+    }
+  }
+
+  /// Pads a PIN/PUK with FF to 8 bytes. Throws `.pinFormat` (nothing sent) outside 6–8 bytes.
   static func padded(_ value: [UInt8], _ kind: PINKind) throws(TokenError) -> [UInt8] {
-    guard !value.isEmpty else { throw .pinFormat(kind, reason: "empty") }
-    guard value.count <= 8 else { throw .pinFormat(kind, reason: "longer than 8 bytes") }
+    try checkFormat(value, kind)
     return value + [UInt8](repeating: 0xFF, count: 8 - value.count)
   }
 
@@ -51,7 +64,10 @@ extension PIVSession {
   }
 
   /// CHANGE REFERENCE DATA for the PIN or the PUK: one APDU.
+  /// Both values are checked (old first) before anything is sent.
   public func changeReference(_ kind: PINKind, old: [UInt8], new: [UInt8]) throws(TokenError) {
+    try Self.checkFormat(old, kind)
+    try Self.checkFormat(new, kind)
     var data = try Self.padded(old, kind) + Self.padded(new, kind)
     defer { wipe(&data) }
     let r = try transact { () throws(TokenError) in
@@ -61,7 +77,10 @@ extension PIVSession {
   }
 
   /// RESET RETRY COUNTER: unblocks the PIN with the PUK and sets a new PIN. A wrong PUK spends a PUK try.
+  /// Both values are checked (PUK first) before anything is sent.
   public func unblockPIN(puk: [UInt8], newPIN: [UInt8]) throws(TokenError) {
+    try Self.checkFormat(puk, .puk)
+    try Self.checkFormat(newPIN, .pin)
     var data = try Self.padded(puk, .puk) + Self.padded(newPIN, .pin)
     defer { wipe(&data) }
     let r = try transact { () throws(TokenError) in
@@ -87,7 +106,7 @@ extension PIVSession {
     }
     switch r.statusWord {
     case .authenticationMethodBlocked: throw .pinBlocked(kind)
-    case .incorrectData, .wrongLength: throw .pinFormat(kind, reason: "rejected by the card (\(r.statusWord))")
+    case .incorrectData, .wrongLength: throw .pinFormat(kind, .refusedByToken(r.statusWord))
     default: throw .unexpectedStatus(r.statusWord, operation: operation)
     }
   }

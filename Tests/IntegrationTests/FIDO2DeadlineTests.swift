@@ -1,0 +1,134 @@
+import Foundation
+import Testing
+import TokenDevices
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// FIDO2 keys through the real libfido2 and custom I/O: a key that stops answering ends each call at the
+/// session's deadline with `.noAnswer` (issue 8, defect 6), discovery reports it as unusable with that reason
+/// while the other keys are listed, and NO_CREDENTIALS has its own case.
+@Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
+struct FIDO2DeadlineTests {
+  /// Short deadlines keep the tests quick; what is checked is the outcome, never the time taken.
+  static let quick = FIDO2Deadlines(probeMs: 500, commandMs: 500, userPresenceMs: 500)
+
+  /// A key silent from the start fails the open (CTAPHID_INIT); one that answers INIT opens (libfido2's own
+  /// getInfo inside `fido_dev_open` failing is not fatal to it) and then fails our getInfo.
+  @Test func aSilentKeyEndsTheOpenWithNoAnswer() throws {
+    let key = try StalledKey(mode: "silent")
+    #expect(throws: TokenError.noAnswer(operation: "open")) { _ = try FIDO2Session(key.ref, deadlines: Self.quick) }
+  }
+
+  @Test func aKeySilentAfterINITEndsGetInfoWithNoAnswer() throws {
+    let key = try StalledKey(mode: "after-init")
+    let s = try FIDO2Session(key.ref, deadlines: Self.quick)
+    #expect(throws: TokenError.noAnswer(operation: "getInfo")) { _ = try s.info() }
+    #expect(throws: TokenError.noAnswer(operation: "getPINRetries")) { _ = try s.pinRetries() }
+    #expect(throws: TokenError.noAnswer(operation: "changePIN")) { try s.setPIN("4321", old: "1234") }
+  }
+
+  @Test func discoveryListsTheLiveKeyAndReportsTheSilentOne() throws {
+    let stalled = try StalledKey(mode: "after-init")
+    let live = try VirtualFIDO2Key()
+    var discovery = TokenDiscovery(includePUK: false)
+    discovery.virtualFIDO2Paths = [stalled.path, live.path]
+    discovery.fido2Deadlines = Self.quick
+    let result = try discovery.discover()
+    #expect(result.fido2Found.map(\.info.id) == [TokenDiscovery.fido2ID(live.ref)])
+    let unusable = result.unusableCards.filter { $0.reader == stalled.path }
+    #expect(
+      unusable == [
+        UnusableToken(
+          id: TokenDiscovery.fido2ID(stalled.ref), reader: stalled.path, reason: .noAnswer(operation: "getInfo"))
+      ])
+  }
+
+  @Test func anUnknownCredentialIsNoCredentialNotAnEmptySlot() throws {
+    let key = try VirtualFIDO2Key()
+    let s = try FIDO2Session(key.ref)
+    try s.setPIN("1234", old: nil)
+    #expect(throws: TokenError.noCredential(operation: "getAssertion")) {
+      _ = try s.hmacSecret(
+        rpID: "tokenbridge.test", clientDataHash: [UInt8](repeating: 1, count: 32),
+        credentialID: [UInt8](repeating: 7, count: 64), salt: [UInt8](repeating: 2, count: 32), pin: "1234")
+    }
+  }
+}
+
+/// A SOCK_SEQPACKET listener (Python) that accepts and never answers ("silent"), or answers CTAPHID_INIT and
+/// then goes silent ("after-init"). Stopped by pid.
+final class StalledKey {
+  static let script = #"""
+    import socket, sys
+    path, mode = sys.argv[1], sys.argv[2]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.bind(path); s.listen(16)
+    open(path + ".ready", "w").close()
+    held = []
+    while True:
+        c, _ = s.accept()
+        held.append(c)
+        if mode == "after-init":
+            f = c.recv(65)
+            if len(f) == 65: f = f[1:]
+            if f[4] == 0x86:
+                body = f[7:15] + b"\x00\x00\x00\x07" + bytes([2, 0, 2, 1, 0x0D])
+                c.send((f[:4] + bytes([0x86, 0, len(body)]) + body).ljust(64, b"\0"))
+    """#
+  let process = Process()
+  let path: String
+  var ref: FIDO2DeviceRef { FIDO2DeviceRef(path: path, product: "stalled", isVirtual: true) }
+
+  init(mode: String) throws {
+    path = NSTemporaryDirectory() + "stall-\(UUID().uuidString.prefix(8)).sock"
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    process.arguments = ["-c", Self.script, path, mode]
+    try process.run()
+    try waitForFile(path + ".ready")
+  }
+
+  deinit {
+    kill(process.processIdentifier, SIGKILL)  // SIGTERM may arrive blocked (inherited signal mask)
+    process.waitUntilExit()
+    unlink(path)
+    unlink(path + ".ready")
+  }
+}
+
+/// `virtual-token fido2` on its own socket and state file; stopped by pid.
+final class VirtualFIDO2Key {
+  let process = Process()
+  let path: String
+  let statePath: String
+  var ref: FIDO2DeviceRef { FIDO2DeviceRef(path: path, product: "virtual FIDO2 key", isVirtual: true) }
+
+  init() throws {
+    let base = NSTemporaryDirectory() + "vfido-\(UUID().uuidString.prefix(8))"
+    path = base + ".sock"
+    statePath = base + ".json"
+    process.executableURL = VirtualCard.binDir.appendingPathComponent("virtual-token")
+    process.arguments = ["fido2", "--socket", path, "--state", statePath]
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    try waitForFile(path)
+  }
+
+  deinit {
+    process.terminate()
+    process.waitUntilExit()
+    unlink(path)
+    unlink(statePath)
+  }
+}
+
+struct FileTimeout: Error { let path: String }
+
+func waitForFile(_ path: String) throws {
+  for _ in 0..<200 {
+    if FileManager.default.fileExists(atPath: path) { return }
+    usleep(50_000)
+  }
+  throw FileTimeout(path: path)
+}
