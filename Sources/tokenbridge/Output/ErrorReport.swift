@@ -114,10 +114,15 @@ enum ErrorReport {
         "The key refused \(op) (\(TokenError.fido2Message(code))). Run again with --trace, or set FIDO_DEBUG=1 to "
           + "see the exchange.", .failure
       )
-    case .pinFormat(let k, .tooShort(let n)): return ("The \(k.rawValue) is too short: at least \(n) characters; no try was spent.", .policyViolation)
-    case .pinFormat(let k, .tooLong(let n)): return ("The \(k.rawValue) is too long: at most \(n) characters; no try was spent.", .policyViolation)
+    case .pinFormat(let k, .tooShort(let n)):
+      return ("The \(k.rawValue) is too short: at least \(n) characters; no try was spent.", .policyViolation)
+    case .pinFormat(let k, .tooLong(let n)):
+      return ("The \(k.rawValue) is too long: at most \(n) characters; no try was spent.", .policyViolation)
     case .pinFormat(let k, .refusedByToken(let sw)):
-      return ("The token refuses this \(k.rawValue) as malformed\(sw.map { " (status \($0))" } ?? ""); choose another.", .policyViolation)
+      return (
+        "The token refuses this \(k.rawValue) as malformed\(sw.map { " (status \($0))" } ?? ""); choose another.",
+        .policyViolation
+      )
     case .notPIV(let reader): return ("The card in \(reader) is not a PIV card.", .unsupportedToken)
     case .managementKeyRejected:
       return ("The management key was not accepted; nothing was changed on the token.", .managementKeyRejected)
