@@ -4,8 +4,8 @@ import TokenDevices
 
 /// Issue 8, defect 10 (device half): a PIN or PUK outside the PIV reference-data format (6–8 bytes, SP 800-73-4
 /// Part 2 §2.4.3) is refused by `PIVSession` before any APDU, so it costs no try. Checked through the real pcscd
-/// against the virtual card, which (like a real card) counts a 5-byte PIN as a wrong one.
-/// An extension of the serialized PC/SC suite: a second suite would run beside it and share the virtual reader.
+/// against the virtual card, which (like a real card) counts a 5-byte PIN as a wrong one. Part of the serialized
+/// PIV suite: its cards share the vpcd slots.
 extension PIVThroughPCSCDTests {
   var short: [UInt8] { Array("12345".utf8) }
   var long: [UInt8] { Array("123456789".utf8) }

@@ -237,7 +237,7 @@ def test_malformed_answers_from_a_key_are_errors_not_crashes(tmp_path, mode):
         assert r.returncode in (0, 4), r.stderr
         assert "fido2-bad-sock" not in r.stdout.split("(")[0]  # not listed as a usable key
         r = tb_raw("pin", "status", "--token", "fido2-bad-sock", env={"TOKENBRIDGE_VIRTUAL_FIDO": path})
-        assert r.returncode == 4 and "Traceback" not in r.stderr
+        assert r.returncode == 1 and "getInfo" in r.stderr and "Traceback" not in r.stderr, r.stderr  # says why
     finally:
         fake.kill()
 

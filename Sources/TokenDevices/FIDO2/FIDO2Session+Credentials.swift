@@ -94,6 +94,6 @@ extension FIDO2Session {
         return .smartCard(.cardRemoved(reader: ref.path))
       }
     }
-    return Self.error(rc, operation)
+    return mapped(rc, operation)
   }
 }

@@ -108,6 +108,7 @@ public final class FIDO2Session {
     if let d { _ = fido_dev_set_timeout(d, Int32(ms)) }
     io?.readDeadlineMs = ms
     io?.timedOut = false
+    io?.peerGone = false
     let start = DispatchTime.now().uptimeNanoseconds
     let rc = call()
     guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX || rc == FIDO_ERR_INTERNAL else { return rc }
@@ -170,7 +171,7 @@ public final class FIDO2Session {
       fido_cbor_info_free(&c)
     }
     let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info(dev, ci) }
-    guard rc == FIDO_OK else { throw Self.error(rc, "getInfo") }
+    guard rc == FIDO_OK else { throw mapped(rc, "getInfo") }
     func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
       guard let p else { return [] }
       return (0..<n).compactMap { p[$0].map { String(cString: $0) } }
@@ -193,7 +194,7 @@ public final class FIDO2Session {
   public func pinRetries() throws(TokenError) -> Int {
     var n: Int32 = 0
     let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count(dev, &n) }
-    guard rc == FIDO_OK else { throw Self.error(rc, "getPINRetries") }
+    guard rc == FIDO_OK else { throw mapped(rc, "getPINRetries") }
     return Int(n)
   }
 
@@ -222,6 +223,15 @@ public final class FIDO2Session {
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
+  }
+
+  /// `Self.error`, except that a transport failure (FIDO_ERR_RX/TX) means removal only when the key is gone: the
+  /// virtual key's socket hung up, or the hidraw node disappeared. A key that is there but sent something
+  /// libfido2 could not take (a wrong command byte, bad framing) is `.fido2(FIDO_ERR_RX, operation:)`.
+  func mapped(_ rc: Int32, _ operation: String) -> TokenError {
+    guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX else { return Self.error(rc, operation) }
+    let gone = io.map(\.peerGone) ?? !FileManager.default.fileExists(atPath: ref.path)
+    return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(rc, operation: operation)
   }
 
   /// libfido2 status → the device layer's error shape.

@@ -25,6 +25,8 @@ enum VirtualFIDOIO {
     /// The last read or send ended because the key said (or took) nothing before the deadline, not because the
     /// socket failed.
     var timedOut = false
+    /// The key hung up (end of stream or a socket error): it was unplugged or its process ended.
+    var peerGone = false
 
     init(readDeadlineMs: Int32) { self.readDeadlineMs = readDeadlineMs }
   }
@@ -71,12 +73,18 @@ enum VirtualFIDOIO {
       guard let handle, let buf, len >= 64 else { return -1 }
       let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
       let limit = ms < 0 ? h.context.readDeadlineMs : ms
-      guard waitReadable(h.fd, limitMs: limit) else {
+      switch waitReadable(h.fd, limitMs: limit) {
+      case .readable: break
+      case .timedOut:
         h.context.timedOut = true
+        return -1
+      case .failed:
+        h.context.peerGone = true
         return -1
       }
       var n: Int
       repeat { n = recv(h.fd, buf, 64, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
+      if n <= 0 { h.context.peerGone = true }
       if n == 64 && buf[4] == 0xBB && buf[7] == 2, let cue = h.context.touchCue {  // KEEPALIVE UP_NEEDED
         h.context.touchCue = nil  // once per operation
         cue()
@@ -86,15 +94,18 @@ enum VirtualFIDOIO {
 
   /// Polls until `fd` is readable or `limitMs` passed. Ctrl-C (our cancel handler) interrupts poll with EINTR:
   /// that is not the end of the key, so poll again for the time left (never longer than the limit in total).
-  static func waitReadable(_ fd: Int32, limitMs: Int32) -> Bool {
+  enum Wait { case readable, timedOut, failed }
+
+  static func waitReadable(_ fd: Int32, limitMs: Int32) -> Wait {
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limitMs)) * 1_000_000
     var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     while true {
       let now = DispatchTime.now().uptimeNanoseconds
       let left = now >= end ? 0 : Int32(min(UInt64(Int32.max), (end - now + 999_999) / 1_000_000))
       let ready = poll(&pfd, 1, left)
-      if ready > 0 { return true }
-      if ready == 0 || errno != EINTR { return false }
+      if ready > 0 { return .readable }  // data, or a hang-up that recv then reports
+      if ready == 0 { return .timedOut }
+      if errno != EINTR { return .failed }
     }
   }
 
@@ -105,7 +116,9 @@ enum VirtualFIDOIO {
     var n: Int
     // SO_SNDTIMEO bounds a send to a peer that stopped reading (its queue full).
     repeat { n = send(h.fd, buf + 1, 64, Int32(MSG_NOSIGNAL)) } while n < 0 && errno == EINTR
-    if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { h.context.timedOut = true }  // the peer stopped reading
+    if n < 0 {
+      if errno == EAGAIN || errno == EWOULDBLOCK { h.context.timedOut = true } else { h.context.peerGone = true }
+    }
     return n == 64 ? 65 : -1
   }
 
