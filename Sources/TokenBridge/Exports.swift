@@ -15,6 +15,7 @@ public typealias ProtectionStatus = UAFCore.ProtectionStatus
 public typealias PinValidationError = UAFCore.PinValidationError
 public typealias CredentialPolicy = UAFCore.CredentialPolicy
 public typealias ManagementKeySource = TokenDevices.ManagementKeySource
+public typealias Canceller = TokenDevices.FIDO2Canceller
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
 public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }

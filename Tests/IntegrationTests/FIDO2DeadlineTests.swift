@@ -26,7 +26,9 @@ struct FIDO2DeadlineTests {
     let s = try FIDO2Session(key.ref, deadlines: Self.quick)
     #expect(throws: TokenError.noAnswer(operation: "getInfo")) { _ = try s.info() }
     #expect(throws: TokenError.noAnswer(operation: "getPINRetries")) { _ = try s.pinRetries() }
-    #expect(throws: TokenError.noAnswer(operation: "changePIN")) { try s.setPIN("4321", old: "1234") }
+    #expect(throws: TokenError.noAnswer(operation: "changePIN")) {
+      try s.setPIN(Array("4321".utf8), old: Array("1234".utf8))
+    }
   }
 
   @Test func discoveryListsTheLiveKeyAndReportsTheSilentOne() throws {
@@ -48,11 +50,11 @@ struct FIDO2DeadlineTests {
   @Test func anUnknownCredentialIsNoCredentialNotAnEmptySlot() throws {
     let key = try VirtualFIDO2Key()
     let s = try FIDO2Session(key.ref)
-    try s.setPIN("1234", old: nil)
+    try s.setPIN(Array("1234".utf8), old: nil)
     #expect(throws: TokenError.noCredential(operation: "getAssertion")) {
       _ = try s.hmacSecret(
         rpID: "tokenbridge.test", clientDataHash: [UInt8](repeating: 1, count: 32),
-        credentialID: [UInt8](repeating: 7, count: 64), salt: [UInt8](repeating: 2, count: 32), pin: "1234")
+        credentialID: [UInt8](repeating: 7, count: 64), salt: [UInt8](repeating: 2, count: 32), pin: Array("1234".utf8))
     }
   }
 }

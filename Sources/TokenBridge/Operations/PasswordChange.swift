@@ -36,7 +36,7 @@ public struct PasswordChange {
       check: { answer in policy.validate(new: answer.new.bytes, old: nil).map { .invalidNew(.pin, $0) } },
       confirmLast: { _ in true },
       attempt: { (answer, _) throws(TokenError) -> Bool? in
-        try token.session.setPIN(normalized(answer.new), old: nil)
+        try token.session.setPIN(normalized(answer.new).bytes, old: nil)
         return true
       })
   }
@@ -63,7 +63,7 @@ public struct PasswordChange {
       },
       confirmLast: { round in try changer.confirmLastAttempt(context(token.info, .changePIN, policy, round)) },
       attempt: { (answer, _) throws(TokenError) -> Bool? in
-        try token.session.setPIN(normalized(answer.new), old: normalized(answer.current))
+        try token.session.setPIN(normalized(answer.new).bytes, old: normalized(answer.current).bytes)
         return true
       })
   }
@@ -102,7 +102,6 @@ public struct PasswordChange {
     do { return try token.session.info() } catch { throw .token(error) }
   }
 
-  func normalized(_ s: Secret) -> String {
-    String(decoding: PasswordPolicy.normalized(s.bytes) ?? s.bytes, as: UTF8.self)
-  }
+  /// The NFC-normalised bytes of a typed PIN, as a `Secret` (wiped when released).
+  func normalized(_ s: Secret) -> Secret { Secret(PasswordPolicy.normalized(s.bytes) ?? s.bytes) }
 }

@@ -47,7 +47,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
   /// try confirmed, a wrong PIN recoverable, a cool-down waited out with nothing sent), for keys with a PIN set.
   func withPIN<T>(
     purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
-    _ body: (String) throws(TokenError) -> T
+    _ body: ([UInt8]) throws(TokenError) -> T
   ) throws(OperationError) -> T {
     // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read after each failure.
     let info: FIDO2Info
@@ -77,7 +77,8 @@ public final class FIDO2Authenticator: TokenAuthenticator {
       check: { pin in TokenFormat.fido2PIN.validate(new: pin.bytes, old: nil).map { .invalidCurrent(.pin, $0) } },
       confirmLast: { round in try verifier.confirmLastAttempt(context(round)) },
       attempt: { (pin, _) throws(TokenError) -> T? in
-        try body(String(decoding: PasswordPolicy.normalized(pin.bytes) ?? pin.bytes, as: UTF8.self))
+        let normalized = Secret(PasswordPolicy.normalized(pin.bytes) ?? pin.bytes)  // wiped when released
+        return try body(normalized.bytes)
       })
   }
 
@@ -88,16 +89,20 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     let keyID = Base64URL.encode(keyIDBytes)
     let salt = (0..<32).map { _ in UInt8.random(in: 0...255) }
     let session = key.session
-    let (credentialID, output) = try withPIN(purpose: "register \(username) (touch the key twice)", verifier: verifier)
-    {
-      (pin) throws(TokenError) -> ([UInt8], [UInt8]) in
+    // The hmac-secret output is the UAF key's seed: kept in a `Secret`, wiped when released.
+    let (credentialID, output) = try withPIN(
+      purpose: "register \(username) (touch the key twice)", verifier: verifier
+    ) { (pin) throws(TokenError) -> ([UInt8], Secret) in
       let cdh = Array(SHA256.hash(data: keyIDBytes))
       let id = try session.makeCredential(
-        rpID: Self.rpID, clientDataHash: cdh, userID: keyIDBytes, pin: pin, resident: resident)
+        for: FIDO2CredentialOwner(
+          rpID: Self.rpID, rpName: "TokenBridge", userID: keyIDBytes, userName: "tokenbridge",
+          userDisplayName: "TokenBridge UAF"),
+        clientDataHash: cdh, pin: pin, resident: resident)
       let out = try session.hmacSecret(rpID: Self.rpID, clientDataHash: cdh, credentialID: id, salt: salt, pin: pin)
-      return (id, out)
+      return (id, Secret(out))
     }
-    guard let uafKey = Self.derivedKey(output, salt: salt) else {
+    guard let uafKey = Self.derivedKey(output.bytes, salt: salt) else {
       throw .token(.malformedResponse(operation: "hmac-secret"))
     }
     let point = Array(uafKey.publicKey.x963Representation)
@@ -127,12 +132,13 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     let output = try withPIN(
       purpose: "sign in as \(record.username) (then touch the key)",
       transaction: transaction.map { TransactionContent.sanitized($0.text) }, verifier: verifier
-    ) { (pin) throws(TokenError) -> [UInt8] in
-      try session.hmacSecret(
-        rpID: Self.rpID, clientDataHash: Array(SHA256.hash(data: keyIDBytes)), credentialID: Array(credentialID),
-        salt: Array(salt), pin: pin)
+    ) { (pin) throws(TokenError) -> Secret in
+      Secret(
+        try session.hmacSecret(
+          rpID: Self.rpID, clientDataHash: Array(SHA256.hash(data: keyIDBytes)), credentialID: Array(credentialID),
+          salt: Array(salt), pin: pin))
     }
-    guard let uafKey = Self.derivedKey(output, salt: Array(salt)),
+    guard let uafKey = Self.derivedKey(output.bytes, salt: Array(salt)),
       Array(uafKey.publicKey.x963Representation) == Array(record.publicKey)
     else { throw .token(.unsupported("this registration (the key derives another public key: wrong key?)")) }
     let counter: UInt32

@@ -7,6 +7,9 @@ public struct UAFTokens {
   var piv: [DiscoveredToken]
   var fido2: [DiscoveredFIDO2]
   public var infos: [TokenInfo] { piv.map(\.info) + fido2.map(\.info) }
+  /// What cancels an operation waiting for a touch on one of these keys (Ctrl-C: CTAPHID_CANCEL; the command
+  /// then ends as cancelled).
+  public var cancellers: [Canceller] { fido2.map(\.session.canceller) }
 }
 
 /// What every command about servers and local data sets up, for any front end: the configuration (validated),
@@ -109,10 +112,6 @@ public struct UAFEnvironment {
     return String(decoding: out, as: UTF8.self)
   }
 }
-
-/// Ctrl-C while a FIDO2 key waits for a touch cancels that operation on the key (CTAPHID_CANCEL; the command
-/// then ends as cancelled). Returns false when nothing was waiting, so the front end ends the program.
-public func cancelWaitingOperation() -> Bool { FIDO2Session.cancelActive() }
 
 /// Lists every token, for `tokens`: what discovery found, with the reasons others cannot be used.
 public struct TokenListing: Sendable {

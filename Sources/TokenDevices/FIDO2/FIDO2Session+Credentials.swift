@@ -2,12 +2,30 @@ import CFido2
 import Foundation
 
 /// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5) through libfido2.
+/// The relying party and user a credential is made for (CTAP 2.1 §6.1: rp, user); the caller names them.
+public struct FIDO2CredentialOwner: Sendable, Equatable {
+  public var rpID: String
+  public var rpName: String
+  public var userID: [UInt8]
+  public var userName: String
+  public var userDisplayName: String
+
+  public init(rpID: String, rpName: String, userID: [UInt8], userName: String, userDisplayName: String) {
+    self.rpID = rpID
+    self.rpName = rpName
+    self.userID = userID
+    self.userName = userName
+    self.userDisplayName = userDisplayName
+  }
+}
+
 extension FIDO2Session {
-  /// Creates an ES256 credential with hmac-secret for `rpID` (discoverable when `resident`); returns its ID.
-  /// `pin` nil: no user verification (the key may still want a touch).
+  /// Creates an ES256 credential with hmac-secret for `owner` (discoverable when `resident`); returns its ID.
+  /// `pin` (UTF-8, NFC) nil: no user verification (the key may still want a touch).
   public func makeCredential(
-    rpID: String, clientDataHash: [UInt8], userID: [UInt8], pin: String?, resident: Bool = false
+    for owner: FIDO2CredentialOwner, clientDataHash: [UInt8], pin: [UInt8]?, resident: Bool = false
   ) throws(TokenError) -> [UInt8] {
+    let rpID = owner.rpID
     guard let cred = fido_cred_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
     defer {
       var c: OpaquePointer? = cred
@@ -15,14 +33,17 @@ extension FIDO2Session {
     }
     var rc = fido_cred_set_type(cred, COSE_ES256)
     if rc == FIDO_OK { rc = fido_cred_set_clientdata_hash(cred, clientDataHash, clientDataHash.count) }
-    if rc == FIDO_OK { rc = fido_cred_set_rp(cred, rpID, "TokenBridge") }
-    if rc == FIDO_OK { rc = fido_cred_set_user(cred, userID, userID.count, "tokenbridge", "TokenBridge UAF", nil) }
+    if rc == FIDO_OK { rc = fido_cred_set_rp(cred, rpID, owner.rpName) }
+    if rc == FIDO_OK {
+      rc = fido_cred_set_user(
+        cred, owner.userID, owner.userID.count, owner.userName, owner.userDisplayName, nil)
+    }
     if rc == FIDO_OK { rc = fido_cred_set_extensions(cred, FIDO_EXT_HMAC_SECRET) }
     if rc == FIDO_OK { rc = fido_cred_set_rk(cred, resident ? FIDO_OPT_TRUE : FIDO_OPT_FALSE) }
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "makeCredential") }
     trace?("fido2 > makeCredential rp=\(rpID) hmac-secret")
     rc = try whileWaitingForTouch("makeCredential") {
-      pin.map { p in p.withCString { fido_dev_make_cred(dev, cred, $0) } } ?? fido_dev_make_cred(dev, cred, nil)
+      Self.withCString(pin) { fido_dev_make_cred(dev, cred, $0) }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "makeCredential") }
@@ -31,7 +52,7 @@ extension FIDO2Session {
   }
 
   /// An assertion with `credentialID`; returns the decrypted hmac-secret output for `salt` (32 bytes).
-  public func hmacSecret(rpID: String, clientDataHash: [UInt8], credentialID: [UInt8], salt: [UInt8], pin: String?)
+  public func hmacSecret(rpID: String, clientDataHash: [UInt8], credentialID: [UInt8], salt: [UInt8], pin: [UInt8]?)
     throws(TokenError) -> [UInt8]
   {
     guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
@@ -48,7 +69,7 @@ extension FIDO2Session {
     guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
     trace?("fido2 > getAssertion rp=\(rpID) hmac-secret")
     rc = try whileWaitingForTouch("getAssertion") {
-      pin.map { p in p.withCString { fido_dev_get_assert(dev, a, $0) } } ?? fido_dev_get_assert(dev, a, nil)
+      Self.withCString(pin) { fido_dev_get_assert(dev, a, $0) }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "getAssertion") }
@@ -58,6 +79,16 @@ extension FIDO2Session {
     return Array(UnsafeBufferPointer(start: p, count: 32))
   }
 
+  /// Runs `body` with a secret as a NUL-terminated C string (nil stays nil), in a buffer zeroed afterwards.
+  static func withCString<T>(_ secret: [UInt8]?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
+    guard let secret else { return body(nil) }
+    var buffer = secret + [0]
+    defer { wipe(&buffer) }
+    return buffer.withUnsafeBufferPointer { b in
+      b.withMemoryRebound(to: CChar.self) { body($0.baseAddress) }
+    }
+  }
+
   /// Runs a call that may wait for a touch: the touch cue fires when the key asks (virtual keys: on KEEPALIVE
   /// UP_NEEDED; hidraw keys, whose I/O libfido2 owns: right away), and `cancel()` may stop it meanwhile.
   /// Bounded by `deadlines.userPresenceMs` (`.noAnswer(operation:)` past it).
@@ -65,24 +96,12 @@ extension FIDO2Session {
     if let cue = touchCue {
       if let io { io.touchCue = cue } else { cue() }
     }
-    Self.activeLock.withLock { Self.active = self }
+    if let dev { canceller.arm(dev) }
     defer {
-      Self.activeLock.withLock { Self.active = nil }
+      canceller.disarm()
       io?.touchCue = nil
     }
     return try call(operation, deadlines.userPresenceMs, body)
-  }
-
-  nonisolated(unsafe) static var active: FIDO2Session?
-  static let activeLock = NSLock()
-
-  /// Cancels the operation waiting for a touch, if any (CTAPHID_CANCEL via `fido_dev_cancel`; safe from
-  /// another thread). Returns whether one was running.
-  @discardableResult
-  public static func cancelActive() -> Bool {
-    guard let s = activeLock.withLock({ active }), let dev = s.dev else { return false }
-    fido_dev_cancel(dev)
-    return true
   }
 
   /// A wrong PIN reports the tries left, read right after.

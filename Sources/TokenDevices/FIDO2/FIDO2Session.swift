@@ -56,6 +56,8 @@ public struct FIDO2Deadlines: Sendable, Equatable {
 /// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time).
 public final class FIDO2Session {
   public let ref: FIDO2DeviceRef
+  /// Cancels an operation of this session that waits for a touch (from a Ctrl-C handler).
+  public let canceller = FIDO2Canceller()
   var dev: OpaquePointer?
   public var trace: TraceSink?
   /// Told when the key waits for a touch ("Touch your key").
@@ -212,14 +214,11 @@ public final class FIDO2Session {
   }
 
   /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
-  public func setPIN(_ new: String, old: String?) throws(TokenError) {
+  public func setPIN(_ new: [UInt8], old: [UInt8]?) throws(TokenError) {
     trace?("fido2 > clientPIN \(old == nil ? "setPIN" : "changePIN") <redacted>")
     let operation = old == nil ? "setPIN" : "changePIN"
     let rc = try call(operation, deadlines.commandMs) {
-      new.withCString { n in
-        if let old { return old.withCString { o in fido_dev_set_pin(dev, n, o) } }
-        return fido_dev_set_pin(dev, n, nil)
-      }
+      Self.withCString(new) { n in Self.withCString(old) { o in fido_dev_set_pin(dev, n, o) } }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }

@@ -29,9 +29,11 @@ struct UAFContext {
 
   func tokens() throws -> UAFTokens {
     let p = prompter
-    return try env.tokens(id: options.token, trace: options.traceSink) { info in
+    let tokens = try env.tokens(id: options.token, trace: options.traceSink) { info in
       p.say("Touch your key (\(info.id)).")
     }
+    Interrupts.shared.cancel(with: tokens.cancellers)
+    return tokens
   }
 
   func operations(_ s: ServerOptions) throws -> ServerOperations {

@@ -19,6 +19,8 @@ final class Interrupts: Sendable {
   static let shared = Interrupts()
   let echo = Mutex<Echo?>(nil)
   let source = Mutex<DispatchSourceSignal?>(nil)
+  /// What cancels an operation waiting on a token (set once the command has its tokens).
+  let cancellers = Mutex<[Canceller]>([])
 
   static func install() { shared.installOnce() }
 
@@ -39,10 +41,15 @@ final class Interrupts: Sendable {
       _ = Glibc.write(e.fd, "\n", 1)
       exit(3)
     }
-    if cancelWaitingOperation() { return }
+    // Cancel whatever waits (each canceller does nothing when its key is not in an operation).
+    let cancelled = cancellers.withLock { $0.map { $0.cancel() } }.contains(true)
+    if cancelled { return }
     FileHandle.standardError.write(Data("\ntokenbridge: interrupted\n".utf8))
     exit(130)
   }
+
+  /// The tokens of this command: Ctrl-C cancels what waits on them.
+  func cancel(with list: [Canceller]) { cancellers.withLock { $0 = list } }
 
   /// A prompt turned echo off on `fd`: put `saved` back if interrupted.
   func echoOff(fd: Int32, saved: termios) { echo.withLock { $0 = Echo(fd: fd, saved: saved) } }

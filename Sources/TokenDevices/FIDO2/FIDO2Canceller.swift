@@ -1,0 +1,27 @@
+import CFido2
+import Synchronization
+
+/// Cancels a session's operation that waits for a touch, from another thread (a Ctrl-C handler):
+/// CTAPHID_CANCEL through `fido_dev_cancel`. One per session, no global: the device handle is armed only while
+/// an operation runs, and the lock keeps the session from closing it during a cancel. The handle is kept as
+/// its address (a plain integer is Sendable; the pointer type is not).
+public final class FIDO2Canceller: Sendable {
+  let device = Mutex<UInt>(0)
+
+  func arm(_ dev: OpaquePointer) {
+    let address = UInt(bitPattern: dev)
+    device.withLock { $0 = address }
+  }
+
+  func disarm() { device.withLock { $0 = 0 } }
+
+  /// Cancels the waiting operation, if one runs; returns whether one did.
+  @discardableResult
+  public func cancel() -> Bool {
+    device.withLock { address in
+      guard let dev = OpaquePointer(bitPattern: address) else { return false }
+      fido_dev_cancel(dev)
+      return true
+    }
+  }
+}
