@@ -3,7 +3,7 @@ import Foundation
 
 /// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
 /// the cards connected through it are used by one thread at a time.
-public final class PCSCContext: @unchecked Sendable {
+public final class PCSCContext {
   let handle: SCARDCONTEXT
 
   public init() throws(SmartCardError) {
@@ -68,7 +68,7 @@ extension PCSCStatus {
 }
 
 /// A card connection (`SCardConnect`, shared mode). Moves bytes; knows no application.
-public final class PCSCCard: SmartCardTransport, @unchecked Sendable {
+public final class PCSCCard: SmartCardTransport {
   public let reader: String
   public private(set) var atr: [UInt8]
   let context: PCSCContext
