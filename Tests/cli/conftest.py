@@ -75,15 +75,21 @@ def card(cards):
     return cards()
 
 
+def pin_pipe(pins):
+    """A pipe whose read end holds `pins`, one per line (the write end is closed): pass it as --pin-fd."""
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, "".join(p + "\n" for p in pins).encode())
+    os.close(w_fd)
+    return r_fd
+
+
 def tb(*args, pins=None, env=None, timeout=60):
     """Runs tokenbridge; `pins` (a list of lines) go through --pin-fd (a pipe), never argv."""
     cmd = [TOKENBRIDGE, *args]
     pass_fds = ()
     r_fd = None
     if pins is not None:
-        r_fd, w_fd = os.pipe()
-        os.write(w_fd, "".join(p + "\n" for p in pins).encode())
-        os.close(w_fd)
+        r_fd = pin_pipe(pins)
         cmd += ["--pin-fd", str(r_fd)]
         pass_fds = (r_fd,)
     full_env = dict(os.environ, **(env or {}))

@@ -5,7 +5,7 @@ import os
 import sqlite3
 import subprocess
 
-from conftest import TOKENBRIDGE, wait_until
+from conftest import TOKENBRIDGE, pin_pipe, wait_until
 from test_uaf import home, rp, tb  # noqa: F401 (fixtures)
 
 PIN = "123456"
@@ -16,9 +16,7 @@ def start(home, *args, pins=None):
     cmd = [TOKENBRIDGE, *args]
     pass_fds = ()
     if pins is not None:
-        r_fd, w_fd = os.pipe()
-        os.write(w_fd, "".join(p + "\n" for p in pins).encode())
-        os.close(w_fd)
+        r_fd = pin_pipe(pins)
         cmd += ["--pin-fd", str(r_fd)]
         pass_fds = (r_fd,)
     p = subprocess.Popen(cmd, env=dict(os.environ, **home), pass_fds=pass_fds, stdin=subprocess.DEVNULL,
