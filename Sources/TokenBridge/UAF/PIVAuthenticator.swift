@@ -52,6 +52,9 @@ public final class PIVAuthenticator: TokenAuthenticator {
     guard let obj = try token.session.readObject(slot.certificateObject), let der = BERTLV.find(0x70, in: obj),
       der.first == 0x30
     else { throw .unsupported("basic full attestation: slot \(slot) has no certificate") }
+    // A certificate from the card goes into a UAF TLV (at most 65535 bytes with the rest of the assertion);
+    // PIV objects hold a few KB, so anything over 16 KiB is a card that lies, not a certificate.
+    guard der.count <= 16 * 1024 else { throw .malformedResponse(operation: "attestation certificate") }
     return der
   }
 
