@@ -300,3 +300,26 @@ def test_resident_credentials_per_configuration(key, tmp_path):
         assert a.credential["id"]
     finally:
         server.stop()
+
+
+def test_a_blocked_fido2_pin_points_to_a_reset_not_a_puk(tmp_path):
+    """Issue 8: a blocked FIDO2 PIN cannot be unblocked with a PUK; the message says the only way out."""
+    k = Key(tmp_path)
+    try:
+        assert tb(k, "pin", "set", pins=["1234"]).returncode == 0
+        k.stop()
+        with open(k.state) as f:
+            state = json.load(f)
+        state["pinRetries"] = 0  # blocked, as after 8 wrong PINs
+        with open(k.state, "w") as f:
+            json.dump(state, f)
+        os.path.exists(k.sock) and os.unlink(k.sock)
+        k.start()
+        for args, pins in ((["pin", "change"], ["1234", "5678"]), (["pin", "unblock"], ["12345678", "5678"])):
+            r = tb(k, *args, pins=pins)
+            assert r.returncode in (7, 11), (args, r.returncode, r.stderr)
+            assert "tokenbridge pin unblock" not in r.stderr and "reset" in r.stderr, r.stderr
+        r = tb(k, "pin", "change", pins=["1234", "5678"])
+        assert r.returncode == 7 and "no PUK" in r.stderr and "reset" in r.stderr, r.stderr
+    finally:
+        k.stop()
