@@ -44,21 +44,40 @@ struct FuzzInput {
   mutating func rest() -> [UInt8] { take(bytes.count - index) }
 }
 
-#if FUZZING
-  nonisolated(unsafe) var selectedTarget: (([UInt8]) -> Void)?
+/// Runs one input through the target `TB_FUZZ_TARGET` names (libFuzzer's callback).
+nonisolated(unsafe) var selectedTarget: (@Sendable ([UInt8]) -> Void)?
 
-  @_cdecl("LLVMFuzzerTestOneInput")
-  public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    if selectedTarget == nil {
-      let name = ProcessInfo.processInfo.environment["TB_FUZZ_TARGET"] ?? ""
-      guard let run = FuzzTargets.named(name) else {
-        fatalError("TB_FUZZ_TARGET must name a target: \(FuzzTargets.all.map(\.name).joined(separator: ", "))")
-      }
-      selectedTarget = run
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  if selectedTarget == nil {
+    let name = ProcessInfo.processInfo.environment["TB_FUZZ_TARGET"] ?? ""
+    guard let run = FuzzTargets.named(name) else {
+      fatalError("TB_FUZZ_TARGET must name a target: \(FuzzTargets.all.map(\.name).joined(separator: ", "))")
     }
-    let bytes = size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
-    selectedTarget!(bytes)
-    return 0
+    selectedTarget = run
+  }
+  let bytes = size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+  selectedTarget!(bytes)
+  return 0
+}
+
+#if FUZZING
+  // SwiftPM links an executable's `main` to this module's entry point (`--defsym`), so libFuzzer's own `main` is
+  // not used; ours hands the command line to libFuzzer's driver (LLVMFuzzerRunDriver, libFuzzer ≥ LLVM 11).
+  @_silgen_name("LLVMFuzzerRunDriver")
+  func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+  ) -> Int32
+
+  @main
+  enum FuzzDriver {
+    static func main() {
+      var argc = CommandLine.argc
+      var argv = CommandLine.unsafeArgv
+      exit(LLVMFuzzerRunDriver(&argc, &argv, { fuzzOne($0, $1) }))
+    }
   }
 #else
   @main
