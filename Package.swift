@@ -46,6 +46,12 @@ let package = Package(
       name: "virtual-token",
       dependencies: ["VirtualTokens", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
+    // Fuzz targets (README "Fuzzing", Tools/fuzz): one executable, the target chosen by TB_FUZZ_TARGET; built
+    // without -DFUZZING it replays corpus files (the test suite does that).
+    .executableTarget(
+      name: "tokenbridge-fuzz", dependencies: ["UAFCore", "TokenDevices", "TokenBridge", "VirtualTokens"],
+      path: "Sources/FuzzTargets"),
+
     .testTarget(
       name: "UAFCoreTests", dependencies: ["UAFCore", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),

@@ -47,7 +47,7 @@ public final class SecretLineReader {
         wipeFront(nl + 1)
         return Secret(line)
       }
-      guard pending.count <= Self.maxLine + 1 else { return try refuseLongLine() }
+      guard pending.count <= Self.maxLine else { return try refuseLongLine() }
       if ended {
         guard !pending.isEmpty else { return nil }
         var line = pending

@@ -25,10 +25,12 @@ public enum BERTLV {
     var i = 0
     while i < bytes.count {
       var tag = UInt(bytes[i])
-      if bytes[i] & 0x1F == 0x1F {  // multi-byte tag
+      if bytes[i] & 0x1F == 0x1F {  // multi-byte tag: at most 3 bytes (PIV's longest, 5FC1xx; more would overflow)
+        var tagBytes = 1
         repeat {
           i += 1
-          guard i < bytes.count else { return nil }
+          tagBytes += 1
+          guard i < bytes.count, tagBytes <= 3 else { return nil }
           tag = tag << 8 | UInt(bytes[i])
         } while bytes[i] & 0x80 != 0
       }
