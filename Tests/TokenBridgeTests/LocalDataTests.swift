@@ -83,7 +83,7 @@ import Testing
     let loaded = try Configuration.load(file)
     #expect(loaded.server == "https://fido.example" && loaded.networkTimeout == 5 && loaded.pivAAID == "7B1D#0001")
     try Data("{".utf8).write(to: file)
-    #expect(throws: ConfigurationError.self) { try Configuration.load(file) }
+    #expect(throws: ConfigurationError.notJSON(path: file.path)) { try Configuration.load(file) }
   }
 
   @Test func backendRefusesInsecureServers() {

@@ -70,8 +70,9 @@ import UAFCore
     #expect(throws: FacetCheckError.invalidAppID("http://rp.example.com/facets")) {
       try FacetCheck.check(appID: "http://rp.example.com/facets", facetID: me, upv: .uaf11) { _ in list([me]) }
     }
-    #expect(throws: FacetCheckError.self) {
-      try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in throw URLError(.timedOut) }
+    struct Unreachable: Error, CustomStringConvertible { var description: String { "no answer in time" } }
+    #expect(throws: FacetCheckError.facetListUnavailable("no answer in time")) {
+      try FacetCheck.check(appID: app, facetID: me, upv: .uaf11) { _ in throw Unreachable() }
     }
   }
 }
