@@ -4,6 +4,7 @@ import TokenBridge
 
 struct Key: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "key",
     abstract: "PIV keys: generate, public key, sign.", subcommands: [KeyGenerate.self, KeyPublic.self, KeySign.self])
 }
 

@@ -3,12 +3,14 @@ import TokenBridge
 
 struct Pin: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "pin",
     abstract: "PIN status, change and unblock.",
     subcommands: [PinStatusCommand.self, PinSet.self, PinChangeCommand.self, PinUnblock.self])
 }
 
 struct Puk: ParsableCommand {
-  static let configuration = CommandConfiguration(abstract: "PUK change.", subcommands: [PukChange.self])
+  static let configuration = CommandConfiguration(
+    commandName: "puk", abstract: "PUK change.", subcommands: [PukChange.self])
 }
 
 struct PinStatusCommand: ParsableCommand {

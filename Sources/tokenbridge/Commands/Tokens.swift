@@ -3,6 +3,7 @@ import TokenBridge
 
 struct Tokens: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "tokens",
     abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).")
 
   @OptionGroup var options: GlobalOptions

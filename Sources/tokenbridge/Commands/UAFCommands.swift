@@ -68,6 +68,7 @@ struct TerminalAuthenticatorSelector: AuthenticatorSelector {
 
 struct Register: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "register",
     abstract: "Register a token for a user at the server (a new key on the token; asks the PIN).")
   @OptionGroup var options: GlobalOptions
   @OptionGroup var serverOptions: ServerOptions
@@ -88,6 +89,7 @@ struct Register: ParsableCommand {
 
 struct Authenticate: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "authenticate",
     abstract: "Sign in at the server with a registered token (asks the PIN; shows the transaction to confirm).")
   @OptionGroup var options: GlobalOptions
   @OptionGroup var serverOptions: ServerOptions
@@ -132,6 +134,7 @@ struct Authenticate: ParsableCommand {
 
 struct Deregister: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "deregister",
     abstract: "Deregister a user's registrations at the server and destroy their keys on the token.")
   @OptionGroup var options: GlobalOptions
   @OptionGroup var serverOptions: ServerOptions
@@ -155,7 +158,8 @@ struct Deregister: ParsableCommand {
 }
 
 struct Accounts: ParsableCommand {
-  static let configuration = CommandConfiguration(abstract: "List the accounts registered on this machine.")
+  static let configuration = CommandConfiguration(
+    commandName: "accounts", abstract: "List the accounts registered on this machine.")
   @OptionGroup var options: GlobalOptions
   func run() throws {
     try options.execute {
@@ -171,7 +175,8 @@ struct Accounts: ParsableCommand {
 }
 
 struct Authenticators: ParsableCommand {
-  static let configuration = CommandConfiguration(abstract: "List the registrations (keys on tokens) kept locally.")
+  static let configuration = CommandConfiguration(
+    commandName: "authenticators", abstract: "List the registrations (keys on tokens) kept locally.")
   @OptionGroup var options: GlobalOptions
   @Flag(help: "Also show pending and abandoned slots.") var all = false
 
@@ -203,6 +208,7 @@ struct Authenticators: ParsableCommand {
 
 struct Local: ParsableCommand {
   static let configuration = CommandConfiguration(
+    commandName: "local",
     abstract: "Local data only (the server is not told).", subcommands: [LocalDelete.self])
 }
 
@@ -222,7 +228,8 @@ struct LocalDelete: ParsableCommand {
 }
 
 struct Info: ParsableCommand {
-  static let configuration = CommandConfiguration(abstract: "Version, facet ID, AAIDs and where data lives.")
+  static let configuration = CommandConfiguration(
+    commandName: "info", abstract: "Version, facet ID, AAIDs and where data lives.")
   @OptionGroup var options: GlobalOptions
   @OptionGroup var serverOptions: ServerOptions
 
