@@ -24,6 +24,9 @@ public struct Configuration: Equatable, Sendable {
   public var attestationSlot: String?
   /// FIDO2 registrations make discoverable (resident) credentials; default false (no space used on the key).
   public var fido2ResidentKeys: Bool
+  /// x-callback-url targets `tokenbridge oob` may open: custom schemes (`myapp:`) and https origins
+  /// (`https://bank.example`); anything else is refused and named. Default: none.
+  public var callbackAllowList: [String] = []
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -46,7 +49,8 @@ public struct Configuration: Equatable, Sendable {
 
   /// The keys a configuration file may hold.
   public static let knownKeys = [
-    "attestationSlot", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout", "networkTimeout",
+    "attestationSlot", "callbackAllowList", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout",
+    "networkTimeout",
     "pivAAID", "pivSlots", "server",
   ]
 
@@ -144,6 +148,15 @@ public struct Configuration: Equatable, Sendable {
           throw bad("a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
         }
         if key == "networkTimeout" { c.networkTimeout = n } else { c.interactionTimeout = n }
+      case "callbackAllowList":
+        let allowed = "a list of custom schemes (\"myapp:\") and https origins (\"https://bank.example\")"
+        guard case .array(let items) = value else { throw bad(allowed) }
+        var list: [String] = []
+        for item in items {
+          guard case .string(let s) = item, Self.isCallbackEntry(s) else { throw bad(allowed) }
+          list.append(s)
+        }
+        c.callbackAllowList = list
       case "fido2ResidentKeys":
         guard case .bool(let b) = value else { throw bad("true or false") }
         c.fido2ResidentKeys = b
@@ -169,6 +182,21 @@ public struct Configuration: Equatable, Sendable {
       return false
     }
     return s.prefix(4).uppercased() != "F1D0"
+  }
+
+  /// `scheme:` (a custom scheme, not http/https/file/javascript/data) or `https://host[:port]` (an origin).
+  static func isCallbackEntry(_ s: String) -> Bool {
+    if s.hasSuffix(":"), !s.contains("/") {
+      let scheme = s.dropLast().lowercased()
+      guard let first = scheme.first, first.isLetter,
+        scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
+      else { return false }
+      return !["http", "https", "file", "javascript", "data"].contains(scheme)
+    }
+    guard let url = URL(string: s), url.scheme?.lowercased() == "https", url.host != nil, url.path.isEmpty,
+      url.query == nil
+    else { return false }
+    return true
   }
 
   /// An https URL with a host, or http on a loopback host.

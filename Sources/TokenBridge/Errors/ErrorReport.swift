@@ -112,6 +112,28 @@ public struct ErrorReport: Equatable, Sendable {
         status: .badMessage,
         message: "The server's request is for the user \"\(shown(got))\", not \"\(shown(asked))\" as asked; "
           + "nothing was signed.")
+    case .outOfBand(let o):
+      switch o {
+      case .malformedPayload(let reason):
+        return .init(status: .payloadMalformed, message: "The payload cannot be used: \(reason). Nothing was done.")
+      case .decryptionError:
+        return .init(
+          status: .payloadNotDecryptable,
+          message: "The payload is encrypted for another device's key; it cannot be read here. Nothing was done.")
+      case .tokenExpired:
+        return .init(
+          status: .payloadTokenExpired,
+          message: "The server no longer knows this token (expired or unknown): ask for a new QR code or link.")
+      case .alreadyRedeemed:
+        return .init(
+          status: .payloadAlreadyRedeemed,
+          message: "This token was used already: ask for a new QR code or link.")
+      case .insecureRedeemURL(let url):
+        return .init(
+          status: .payloadMalformed,
+          message: "The payload's redeem URL \(shown(url)) is not https (http only on this machine's loopback); "
+            + "nothing was contacted.")
+      }
     case .unexpected(let type):
       return .init(status: .failure, message: "Unexpected error (\(type)). Please report it with the command you ran.")
     }
@@ -271,6 +293,7 @@ public struct ErrorReport: Equatable, Sendable {
       "Only one \(k.rawValue) try is left: if this \(k.rawValue) is wrong, the \(k.rawValue) will be blocked."
     case .overwriteSlot(let s): "Slot \(s) already holds a key; generating replaces it for good."
     case .forgetLocally: "The server no longer knows this registration. Delete it locally?"
+    case .outOfBand(let op, let server): "About to run a \(name(op)) at \(shown(server)), as the QR code or link asks."
     }
   }
 

@@ -24,6 +24,10 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
   case localData = 25
   case unknownKey = 26
   case configuration = 27
+  case payloadTokenExpired = 28
+  case payloadAlreadyRedeemed = 29
+  case payloadNotDecryptable = 30
+  case payloadMalformed = 31
   case usage = 64
 
   public var meaning: String {
@@ -52,6 +56,10 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case .localData: "the local data (SQLite) could not be read or written"
     case .unknownKey: "the server does not know this key any more (1481), or there is no local registration"
     case .configuration: "no server configured, or a configuration value is wrong"
+    case .payloadTokenExpired: "the out-of-band token expired or is unknown to the server"
+    case .payloadAlreadyRedeemed: "the out-of-band token was used already"
+    case .payloadNotDecryptable: "the out-of-band payload is encrypted for a key this client does not hold"
+    case .payloadMalformed: "the out-of-band payload (QR code, link, push) is malformed"
     case .usage: "bad arguments"
     }
   }

@@ -46,6 +46,8 @@ public enum OperationError: Error, Equatable, Sendable {
   case pinRefused(PinRecoverableError, token: TokenInfo)
   /// The server's request names another user than the one asked for.
   case usernameMismatch(asked: String, got: String)
+  /// An out-of-band payload or its token could not be used.
+  case outOfBand(OutOfBandError)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
 }

@@ -43,6 +43,8 @@ public enum Confirmation: Equatable, Sendable {
   case lastAttempt(PINKind)
   case overwriteSlot(PIVSlot)
   case forgetLocally
+  /// Run the operation an out-of-band payload names, at its server.
+  case outOfBand(UAFOperation, server: String)
 }
 
 /// A secret typed by the user (PIN, PUK, password): wiped when released. Not `Sendable`: one owner.

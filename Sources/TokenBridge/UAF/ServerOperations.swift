@@ -74,14 +74,22 @@ public struct ServerOperations {
     ).removed
   }
 
-  /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names.
-  public func redeem(token: String, url: URL, verifier: PinUserVerifier, accountSelector: AccountSelector?)
-    throws(OperationError) -> UAFClientResult
-  {
+  /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names; the request the
+  /// server returns must be for that operation (the redeem URL's). The SDK error kinds: an unknown or expired
+  /// token, one redeemed already.
+  public func redeem(
+    _ payload: OutOfBandPayload, verifier: PinUserVerifier, accountSelector: AccountSelector?
+  ) throws(OperationError) -> UAFClientResult {
     let message: String
-    do { message = try backend.redeem(token: token, url: url) } catch { throw .backend(error) }
-    // The payload names the operation; the front end shows it and asks before this is called.
-    let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
+    do { message = try backend.redeem(token: payload.token, url: payload.redeemURL) } catch {
+      switch error {
+      case .uafStatus(1491, _): throw .outOfBand(.alreadyRedeemed)
+      case .uafStatus(1404, _), .uafStatus(1408, _): throw .outOfBand(.tokenExpired)
+      default: throw .backend(error)
+      }
+    }
+    let result = try client.process(
+      message, expecting: .init(op: payload.operation), verifier: verifier, accountSelector: accountSelector)
     if let response = result.responseMessage {
       do { try backend.sendResponse(result.op, response) } catch {
         if let k = result.pendingKeyID { try? client.localData.abandon(k) }

@@ -90,7 +90,9 @@ public struct UAFClient {
   ) throws(OperationError) -> UAFClientResult {
     // The op, the single-message rules and every bounded field are checked before anything is processed.
     let request: UAFRequest
-    do { request = try UAFMessageCodec.decodeRequest(message, expecting: expecting?.op) } catch { throw .message(error) }
+    do { request = try UAFMessageCodec.decodeRequest(message, expecting: expecting?.op) } catch {
+      throw .message(error)
+    }
     let appID: String
     do {
       appID = try FacetCheck.check(

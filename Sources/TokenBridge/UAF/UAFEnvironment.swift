@@ -70,6 +70,22 @@ public struct UAFEnvironment {
     return ops
   }
 
+  /// The operations for an out-of-band payload: its server is the redeem URL's origin.
+  public func operations(
+    for payload: OutOfBandPayload, tokens: UAFTokens, authenticatorSelector: AuthenticatorSelector?
+  )
+    throws(OperationError) -> ServerOperations
+  {
+    try operations(
+      server: payload.serverOrigin, facetID: nil, tokens: tokens, authenticatorSelector: authenticatorSelector)
+  }
+
+  /// The x-callback target to open after the operation (`success`, `error` or `cancel`), or why it is refused.
+  public func callbackTarget(_ target: String?) -> (url: String, allowed: Bool)? {
+    guard let target else { return nil }
+    return (target, CallbackPolicy(allowed: configuration.callbackAllowList).allows(target))
+  }
+
   /// The local registrations the server said it no longer knows (1481) for `username` at `ops`' server.
   public func unknownRegistrations(_ ops: ServerOperations, username: String?) -> [AuthenticatorRecord] {
     (try? localData.authenticators(server: ops.backend.origin, username: username)) ?? []

@@ -1,0 +1,151 @@
+import Foundation
+import UAFCore
+
+/// Why an out-of-band payload or its operation could not be used (the mobile SDKs' error kinds).
+public enum OutOfBandError: Error, Equatable, Sendable {
+  /// Not a payload this client understands; `reason` names what is wrong (our words, no payload text).
+  case malformedPayload(reason: String)
+  /// Encrypted (`application/jose`) for a key this client does not hold.
+  case decryptionError
+  /// The server no longer knows the token (expired or unknown).
+  case tokenExpired
+  /// The token was redeemed already.
+  case alreadyRedeemed
+  /// The redeem URL is not https (or http on loopback).
+  case insecureRedeemURL(String)
+}
+
+/// Where a payload came from (the SDK's OutOfBandPayloadDecode inputs).
+public enum OutOfBandSource: Sendable, Equatable {
+  /// The QR code's text: base64url of the payload JSON.
+  case qrText(String)
+  /// A link `https://…?dispatchTokenResponse=<base64url JSON>`, or a custom-scheme x-callback-url
+  /// `tokenbridge://x-callback-url/…?dispatchTokenResponse=…&x-success=…&x-error=…&x-cancel=…`.
+  case link(String)
+  /// A push notification's data map: the payload JSON itself.
+  case push([UInt8])
+}
+
+/// An x-callback-url's targets (x-callback-url convention; opened only when allowed, see `CallbackPolicy`).
+public struct XCallback: Sendable, Equatable {
+  public var success: String?
+  public var error: String?
+  public var cancel: String?
+}
+
+/// A decoded out-of-band payload (backend contract §4): the token to redeem, where, and for which operation.
+public struct OutOfBandPayload: Sendable, Equatable {
+  public var token: String
+  public var redeemURL: URL
+  /// The operation the redeem URL names (`…/token/redeem/registration|authentication|deregistration`).
+  public var operation: UAFOperation
+  /// Free data the dispatcher attached (`nma_data.data`), if any: server text, show it escaped.
+  public var data: String?
+  public var version: String?
+  public var callback: XCallback?
+
+  /// The largest payload accepted (a QR code holds at most ~3 KB; a push data map is small).
+  public static let maxSize = 16 * 1024
+
+  /// The server's origin (`scheme://host[:port]`), the base of the UAF endpoints for the response.
+  public var serverOrigin: String {
+    var s = "\(redeemURL.scheme ?? "https")://\(redeemURL.host.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "")"
+    if let p = redeemURL.port { s += ":\(p)" }
+    return s
+  }
+
+  public init(_ source: OutOfBandSource) throws(OutOfBandError) {
+    var callback: XCallback?
+    let json: [UInt8]
+    switch source {
+    case .qrText(let text):
+      guard text.utf8.count <= Self.maxSize * 2, let bytes = Base64URL.decode(text) else {
+        throw .malformedPayload(reason: "the QR text is not base64url")
+      }
+      json = bytes
+    case .push(let bytes): json = bytes
+    case .link(let link):
+      guard link.utf8.count <= Self.maxSize * 2, let components = URLComponents(string: link),
+        let scheme = components.scheme?.lowercased()
+      else { throw .malformedPayload(reason: "the link is not a URL") }
+      let items = components.queryItems ?? []
+      func item(_ name: String) -> String? { items.first { $0.name == name }?.value }
+      guard let encoded = item("dispatchTokenResponse") else {
+        throw .malformedPayload(reason: "the link has no dispatchTokenResponse parameter")
+      }
+      if scheme != "https" {
+        guard components.host == "x-callback-url" else {
+          throw .malformedPayload(reason: "a custom-scheme link must be an x-callback-url")
+        }
+        callback = XCallback(success: item("x-success"), error: item("x-error"), cancel: item("x-cancel"))
+      }
+      guard let bytes = Base64URL.decode(encoded) else {
+        throw .malformedPayload(reason: "dispatchTokenResponse is not base64url")
+      }
+      json = bytes
+    }
+    try self.init(json: json)
+    self.callback = callback
+  }
+
+  /// Parses the payload JSON (`nma_data`, `nma_data_content_type`, `nma_data_version`).
+  public init(json: [UInt8]) throws(OutOfBandError) {
+    guard json.count <= Self.maxSize else { throw .malformedPayload(reason: "it is larger than \(Self.maxSize) bytes") }
+    guard let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any] else {
+      throw .malformedPayload(reason: "it is not a JSON object")
+    }
+    let contentType = (object["nma_data_content_type"] as? String)?.lowercased() ?? "application/json"
+    if contentType.hasPrefix("application/jose") { throw .decryptionError }
+    guard contentType.hasPrefix("application/json") else {
+      throw .malformedPayload(reason: "nma_data_content_type is neither application/json nor application/jose")
+    }
+    var data = object["nma_data"]
+    if let s = data as? String {  // nma_data may itself be a JSON string
+      data = try? JSONSerialization.jsonObject(with: Data(s.utf8))
+    }
+    guard let fields = data as? [String: Any] else { throw .malformedPayload(reason: "nma_data is not an object") }
+    guard let token = fields["token"] as? String, !token.isEmpty, token.utf8.count <= 512 else {
+      throw .malformedPayload(reason: "nma_data.token is missing or not 1-512 characters")
+    }
+    guard let redeem = fields["redeem_url"] as? String, let url = URL(string: redeem), url.host != nil else {
+      throw .malformedPayload(reason: "nma_data.redeem_url is missing or not a URL")
+    }
+    guard LoopbackHost.isAllowed(url) else { throw .insecureRedeemURL(redeem) }
+    let path = url.path
+    let op: UAFOperation
+    if path.hasSuffix("/redeem/registration") {
+      op = .reg
+    } else if path.hasSuffix("/redeem/authentication") {
+      op = .auth
+    } else if path.hasSuffix("/redeem/deregistration") {
+      op = .dereg
+    } else {
+      throw .malformedPayload(
+        reason: "redeem_url does not end in /redeem/registration, authentication or deregistration")
+    }
+    self.token = token
+    self.redeemURL = url
+    self.operation = op
+    self.data = fields["data"] as? String
+    self.version = object["nma_data_version"] as? String
+    self.callback = nil
+  }
+}
+
+/// Which x-callback targets may be opened: custom schemes and https origins on the configured allow-list.
+public struct CallbackPolicy: Sendable {
+  public var allowed: [String]
+  public init(allowed: [String]) { self.allowed = allowed }
+
+  /// True when `target` is on the list: its scheme (`myapp:`) or its https origin (`https://bank.example`).
+  public func allows(_ target: String) -> Bool {
+    guard let url = URL(string: target), let scheme = url.scheme?.lowercased() else { return false }
+    if scheme == "https" {
+      guard let host = url.host?.lowercased() else { return false }
+      let origin = "https://\(host)" + (url.port.map { ":\($0)" } ?? "")
+      return allowed.contains { $0.lowercased() == origin }
+    }
+    if scheme == "http" || scheme == "file" || scheme == "javascript" || scheme == "data" { return false }
+    return allowed.contains { $0.lowercased() == "\(scheme):" }
+  }
+}
