@@ -1,5 +1,6 @@
 """Token lab tests: one QEMU guest (Tools/lab) booted once per session; each test runs commands inside it with
 virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason."""
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -57,3 +58,10 @@ def devices(guest):
     if reason:
         pytest.skip(reason)
     return guest
+
+
+def flows(guest, kind, attach):
+    """Tests/lab/guest_flows.py inside the guest: one UAF flow with the attached device; its JSON summary."""
+    r = guest.run("python3", str(ROOT / "Tests" / "lab" / "guest_flows.py"), kind, attach=attach, timeout=400)
+    assert r.returncode == 0, r.stdout[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
