@@ -7,6 +7,9 @@ import UAFCore
 public struct ServerOperations {
   public let backend: BackendClient
   public var client: UAFClient
+  /// Told when a registration succeeded but its dispatch target could not be made (registration stands;
+  /// `device check` shows it as MissingDeviceInformationInServer and `device sync` makes it).
+  public var dispatchTargetFailed: ((DeviceServiceError) -> Void)?
 
   public init(
     configuration: Configuration, server: String, facetID: String?, localData: LocalData, tokens: [DiscoveredToken],
@@ -32,13 +35,28 @@ public struct ServerOperations {
       throw .message(.unexpectedOperation(expected: .reg, got: result.op))
     }
     do {
-      try backend.sendResponse(.reg, response)
+      try backend.sendResponse(.reg, response, context: try registrationContext())
     } catch {
       try? client.localData.abandon(keyID)
       throw .backend(error)
     }
     do { try client.localData.confirmRegistration(keyID) } catch { throw .localData(error) }
+    makeDispatchTarget(username: username)
     return keyID
+  }
+
+  /// The registration response's context: this device's id (see `DeviceWire.registrationContext`).
+  func registrationContext() throws(BackendError) -> String? {
+    guard let d = try? client.localData.deviceIdentity() else { return nil }
+    return DeviceWire.registrationContext(deviceID: d.deviceID)
+  }
+
+  /// Makes the account's dispatch target after a confirmed registration (best-effort: failures are reported).
+  func makeDispatchTarget(username: String) {
+    do {
+      try DeviceInformationOperations(localData: client.localData, configuration: client.configuration)
+        .ensureDispatchTarget(server: backend.origin, username: username)
+    } catch { dispatchTargetFailed?(error) }
   }
 
   /// Authenticates (`username` nil: username-less, the user picks an account). `transactionText` asks the
@@ -91,12 +109,15 @@ public struct ServerOperations {
     let result = try client.process(
       message, expecting: .init(op: payload.operation), verifier: verifier, accountSelector: accountSelector)
     if let response = result.responseMessage {
-      do { try backend.sendResponse(result.op, response) } catch {
+      do {
+        try backend.sendResponse(result.op, response, context: result.op == .reg ? try registrationContext() : nil)
+      } catch {
         if let k = result.pendingKeyID { try? client.localData.abandon(k) }
         throw .backend(error)
       }
       if let k = result.pendingKeyID {
         do { try client.localData.confirmRegistration(k) } catch { throw .localData(error) }
+        if let u = result.username { makeDispatchTarget(username: u) }
       }
     }
     return result

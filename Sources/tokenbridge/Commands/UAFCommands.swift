@@ -18,9 +18,14 @@ struct UAFContext {
   let options: GlobalOptions
 
   init(_ options: GlobalOptions) throws {
-    env = try UAFEnvironment()
+    var env = try UAFEnvironment()
     self.options = options
-    prompter = options.prompter()
+    let prompter = options.prompter()
+    env.dispatchTargetFailed = { e in
+      prompter.say("tokenbridge: registered, but the dispatch target was not made: \(ErrorReport(e).message)")
+    }
+    self.env = env
+    self.prompter = prompter
     if !env.repaired.isEmpty {
       prompter.say(
         "tokenbridge: \(env.repaired.count) interrupted registration(s) cleaned up; their slots will be reused.")
