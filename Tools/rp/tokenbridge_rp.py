@@ -628,6 +628,10 @@ class Handler(BaseHTTPRequestHandler):
                                                                       None)] * body.get("count", 1))
             self.send(200, {}, "application/json")
             return True
+        if path == "/_admin/target-key":  # the server's copy of a target's signature key, replaced
+            rp.sql("UPDATE dispatch_targets SET signature_key=? WHERE id=?", body["signatureKey"], body["id"])
+            self.send(200, {}, "application/json")
+            return True
         if path == "/_admin/expire":
             rp.sql("UPDATE tokens SET expires=0 WHERE session=?", body["sessionId"])
             self.send(200, {}, "application/json")

@@ -106,7 +106,9 @@ public struct DeviceInformationOperations {
       do throws(DeviceServiceError) {
         let (local, targets) = try localView(server, d)
         let fetched = try service(server).fetchDevice(d, targets: targets, keys: keys)
-        let remote = fetched?.view ?? DeviceView(targets: [], credentials: [])
+        // A server that knows none of this device's targets cannot be asked which credentials it links to the
+        // device: its credentials are not compared (never a local deletion on a guess), only the targets are.
+        let remote = fetched?.view ?? DeviceView(targets: [], credentials: local.credentials)
         return DeviceCheckResult(
           server: server,
           mismatches: DeviceInformationCheck.mismatches(server: server, local: local, remote: remote),
