@@ -40,7 +40,8 @@ public enum DeviceInformationMismatch: Equatable, Sendable {
   /// The fields of the kind (the SDK's names), for listings and `--json`. Absent optional values are omitted.
   public var fields: [String: String] {
     switch self {
-    case .missingAuthenticatorInMobileDevice(let s, let u, let a, let k), .missingAuthenticatorInServer(let s, let u, let a, let k):
+    case .missingAuthenticatorInMobileDevice(let s, let u, let a, let k),
+      .missingAuthenticatorInServer(let s, let u, let a, let k):
       return ["server": s, "username": u, "aaid": a, "keyId": k]
     case .missingDeviceInformationInMobileDevice(let s, let u, let id):
       return ["server": s, "username": u, "dispatchTargetId": id]
@@ -95,13 +96,13 @@ public struct DeviceView: Equatable, Sendable {
 public enum DeviceInformationCheck {
   /// Every mismatch between `local` (this device at `server`) and `remote` (what the server links to the device),
   /// in a stable order: credentials, then dispatch targets, then their fields.
-  public static func mismatches(server: String, local: DeviceView, remote: DeviceView) -> [DeviceInformationMismatch]
-  {
+  public static func mismatches(server: String, local: DeviceView, remote: DeviceView) -> [DeviceInformationMismatch] {
     var out: [DeviceInformationMismatch] = []
     let localKeys = Set(local.credentials.map { $0.aaid.uppercased() + "/" + $0.keyID })
     let remoteKeys = Set(remote.credentials.map { $0.aaid.uppercased() + "/" + $0.keyID })
     for c in remote.credentials where !localKeys.contains(c.aaid.uppercased() + "/" + c.keyID) {
-      out.append(.missingAuthenticatorInMobileDevice(server: server, username: c.username, aaid: c.aaid, keyID: c.keyID))
+      out.append(
+        .missingAuthenticatorInMobileDevice(server: server, username: c.username, aaid: c.aaid, keyID: c.keyID))
     }
     for c in local.credentials where !remoteKeys.contains(c.aaid.uppercased() + "/" + c.keyID) {
       out.append(.missingAuthenticatorInServer(server: server, username: c.username, aaid: c.aaid, keyID: c.keyID))

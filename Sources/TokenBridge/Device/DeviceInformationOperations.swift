@@ -86,7 +86,9 @@ public struct DeviceInformationOperations {
   }
 
   /// This device's view of `server`.
-  func localView(_ server: String, _ d: DeviceInformation) throws(DeviceServiceError) -> (DeviceView, [DispatchTargetRecord]) {
+  func localView(_ server: String, _ d: DeviceInformation) throws(DeviceServiceError) -> (
+    DeviceView, [DispatchTargetRecord]
+  ) {
     do {
       let targets = try localData.dispatchTargets(server: server)
       let creds = try localData.authenticators(server: server)

@@ -159,7 +159,9 @@ public struct DeviceService {
       }
       return (
         DeviceView(
-          targets: a.dispatchTargets.map { .init(id: $0.id, username: $0.username, name: $0.name, pushToken: $0.target) },
+          targets: a.dispatchTargets.map {
+            .init(id: $0.id, username: $0.username, name: $0.name, pushToken: $0.target)
+          },
           credentials: a.credentials.map { .init(username: $0.username, aaid: $0.aaid, keyID: $0.keyId) }), t.id
       )
     }
@@ -172,7 +174,9 @@ public struct DeviceService {
     let (status, _) = try exchange {
       let jws = DeviceSignature.sign(
         dispatchTargetID: id, key: keys.signing, name: name, target: pushToken, disablePush: pushToken == nil)
-      return request("PATCH", DeviceWire.dispatchTargets + "/" + DeviceWire.escaped(id), body: Data(jws.utf8), contentType: DeviceWire.jose)
+      return request(
+        "PATCH", DeviceWire.dispatchTargets + "/" + DeviceWire.escaped(id), body: Data(jws.utf8),
+        contentType: DeviceWire.jose)
     }
     try check(status, target: id, name: name)
   }

@@ -40,12 +40,15 @@ struct DeviceChange: ParsableCommand {
     }
     if pushToken != nil && disablePush { throw ValidationError("--push-token and --disable-push exclude each other") }
     if let name {
-      guard !name.isEmpty, name.utf8.count <= 256, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+      guard !name.isEmpty, name.utf8.count <= 256,
+        !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
       else { throw ValidationError("--name must be 1-256 bytes without control characters") }
     }
     if let pushToken {
       guard !pushToken.isEmpty, pushToken.utf8.count <= 4096,
-        !pushToken.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.properties.generalCategory == .control })
+        !pushToken.unicodeScalars.contains(where: {
+          $0.properties.isWhitespace || $0.properties.generalCategory == .control
+        })
       else { throw ValidationError("--push-token must be 1-4096 bytes without spaces or control characters") }
     }
   }
@@ -70,7 +73,8 @@ struct DeviceChange: ParsableCommand {
       } else {
         for r in results {
           if let e = r.error {
-            FileHandle.standardError.write(Data("tokenbridge: not updated at \(r.server): \(ErrorReport(e).message)\n".utf8))
+            FileHandle.standardError.write(
+              Data("tokenbridge: not updated at \(r.server): \(ErrorReport(e).message)\n".utf8))
           } else {
             print("Updated at \(r.server): \(displayable(r.what)).")
           }
@@ -121,7 +125,8 @@ struct DeviceCheck: ParsableCommand {
         if results.isEmpty { print("No server to check: this device has no accounts.") }
         for r in results {
           if let e = r.error {
-            FileHandle.standardError.write(Data("tokenbridge: could not check \(r.server): \(ErrorReport(e).message)\n".utf8))
+            FileHandle.standardError.write(
+              Data("tokenbridge: could not check \(r.server): \(ErrorReport(e).message)\n".utf8))
           } else if r.mismatches.isEmpty {
             print("\(r.server): no mismatch.")
           } else {
@@ -186,7 +191,8 @@ struct DeviceSync: ParsableCommand {
                 steps: zip(actions, results).map { a, r in
                   Step(
                     server: r.server, action: r.what, deletes: a.deletes, done: r.error == nil,
-                    error: r.error.map { ErrorReport($0).message }, exitCode: r.error.map { ErrorReport($0).status.rawValue })
+                    error: r.error.map { ErrorReport($0).message },
+                    exitCode: r.error.map { ErrorReport($0).status.rawValue })
                 }, errors: checkErrors.map { ErrorEntry(server: $0.0, $0.1) })))
         } else {
           for r in results {

@@ -39,7 +39,9 @@ struct Pending: ParsableCommand {
         return try runOperation(op)
       }
       if options.json {
-        print(Render.json(Output(operations: ops.map(entry), errors: errors.map { ErrorEntry(server: $0.server, $0.error) })))
+        print(
+          Render.json(
+            Output(operations: ops.map(entry), errors: errors.map { ErrorEntry(server: $0.server, $0.error) })))
       } else {
         for (s, e) in errors { say("could not ask \(s): \(ErrorReport(e).message)") }
         if ops.isEmpty { print("No pending operations.") }
@@ -63,7 +65,8 @@ struct Pending: ParsableCommand {
     case .failure(let e): error = ErrorReport(OperationError.outOfBand(e)).message
     }
     return Entry(
-      id: op.id, server: op.server, operation: op.operationName, creationTimeInEpochMillis: op.creationTimeInEpochMillis,
+      id: op.id, server: op.server, operation: op.operationName,
+      creationTimeInEpochMillis: op.creationTimeInEpochMillis,
       dispatchChannel: op.dispatchChannel, dispatchInformation: op.dispatchInformation, data: data, error: error)
   }
 
