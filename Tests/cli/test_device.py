@@ -150,6 +150,29 @@ def test_each_mismatch_kind_is_reported_with_its_fields_and_sync_fixes_it(card, 
     assert tb(home, "device", "sync", "--yes").stdout == "Nothing to sync.\n"
 
 
+def test_deregistering_an_accounts_last_key_removes_its_dispatch_target(card, rp, home):
+    server = registered(card, rp, home, users=("alice", "bob"))
+    assert tb(home, "deregister", "--username", "alice", "--server", server.url).returncode == 0
+    assert [t["username"] for t in targets(server)] == ["bob"]
+    assert check(home) == []
+    assert tb(home, "deregister", "--username", "bob", "--server", server.url).returncode == 0
+    assert targets(server) == []
+
+
+def test_a_dispatch_target_that_cannot_be_made_leaves_the_registration_and_shows_in_check(card, rp, home):
+    server = rp()
+    server.post("/_admin/fault", {"scope": "device", "status": 400, "count": 1}, uaf=False)
+    r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
+    assert r.returncode == 0, r.stderr
+    assert "dispatch target at the server was not made or removed (tokenbridge device check shows it): The " \
+           "server answered HTTP 400." in r.stderr
+    assert targets(server) == [] and [x["username"] for x in server.registrations()] == ["alice"]
+    assert check(home) == [{"kind": "MissingDeviceInformationInServer", "server": server.url, "username": "alice"}]
+    r = tb(home, "device", "sync")  # nothing to delete: no question
+    assert r.returncode == 0 and f"Done: create at the server {server.url}: the dispatch target of alice." in r.stdout
+    assert [t["username"] for t in targets(server)] == ["alice"] and check(home) == []
+
+
 def test_change_sets_name_and_push_token_at_the_server_and_here(card, rp, home):
     server = registered(card, rp, home)
     r = tb(home, "device", "change", "--name", "Work laptop", "--push-token", "fcm-123")

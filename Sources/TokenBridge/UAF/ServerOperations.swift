@@ -86,10 +86,28 @@ public struct ServerOperations {
     if let keyID { context["keyID"] = keyID }
     let message: String
     do { message = try backend.requestMessage(.dereg, context: context) } catch { throw .backend(error) }
-    return try client.process(
+    let target = try? client.localData.dispatchTargets(server: backend.origin).first { $0.username == username }
+    let removed = try client.process(
       message, expecting: .init(op: .dereg, username: username, keyID: keyID), verifier: verifier,
       accountSelector: nil
     ).removed
+    if let target { removeDispatchTarget(target) }
+    return removed
+  }
+
+  /// Once an account has no registration left here, its dispatch target goes too (best-effort at the server: one
+  /// left there shows as MissingDeviceInformationInMobileDevice, which `device sync` deletes).
+  func removeDispatchTarget(_ target: DispatchTargetRecord) {
+    let data = client.localData
+    guard (try? data.authenticators(server: target.server, username: target.username))?.isEmpty == true else { return }
+    do {
+      let keys = try data.deviceKeys()
+      try DeviceService(server: target.server, timeout: client.configuration.networkTimeout)
+        .deleteTarget(target.id, keys: keys)
+    } catch let e as DeviceServiceError { dispatchTargetFailed?(e) } catch let e as LocalDataError {
+      dispatchTargetFailed?(.localData(e))
+    } catch {}
+    try? data.removeDispatchTarget(target.id)
   }
 
   /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names; the request the

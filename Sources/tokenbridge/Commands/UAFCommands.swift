@@ -22,7 +22,9 @@ struct UAFContext {
     self.options = options
     let prompter = options.prompter()
     env.dispatchTargetFailed = { e in
-      prompter.say("tokenbridge: registered, but the dispatch target was not made: \(ErrorReport(e).message)")
+      prompter.say(
+        "tokenbridge: the account's dispatch target at the server was not made or removed (tokenbridge device check "
+          + "shows it): \(ErrorReport(e).message)")
     }
     self.env = env
     self.prompter = prompter
