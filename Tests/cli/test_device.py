@@ -179,11 +179,13 @@ def test_change_sets_name_and_push_token_at_the_server_and_here(card, rp, home):
     assert r.returncode == 0, r.stderr
     [t] = targets(server)
     assert (t["name"], t["target"], t["dispatcher"]) == ("Work laptop", "fcm-123", "firebase-cloud-messaging")
-    assert json.loads(tb(home, "info", "--json").stdout)["deviceName"] == "Work laptop"
+    info = json.loads(tb(home, "info", "--json").stdout)
+    assert (info["deviceName"], info["devicePushToken"]) == ("Work laptop", "fcm-123")
     assert check(home) == []
     assert tb(home, "device", "change", "--disable-push").returncode == 0
     [t] = targets(server)
     assert (t["target"], t["dispatcher"]) == (None, "link")
+    assert json.loads(tb(home, "info", "--json").stdout)["devicePushToken"] == "(none: push disabled)"
     assert check(home) == []
 
 

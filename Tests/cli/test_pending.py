@@ -123,3 +123,30 @@ def test_the_same_with_a_fido2_key(fido2_key, rp, home):
     r = tb_raw("device", "sync", "--yes", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(tb_raw("authenticators", "--json", env=env).stdout) == []
+
+
+def test_on_a_terminal_the_user_picks_one(card, rp, home):
+    import os
+    import re
+
+    import pexpect
+
+    from conftest import TOKENBRIDGE
+    server = registered(card, rp, home)
+    [t] = targets(server)
+    dispatch(server, t["id"], "Auth", data="first", username="alice")
+    dispatch(server, t["id"], "Auth", data="second", username="alice")
+    child = pexpect.spawn(TOKENBRIDGE, ["pending"], env=dict(os.environ, **home), encoding="utf-8", timeout=30)
+    child.expect("Run which operation?")
+    child.expect(re.escape('1) ') + r'\S+  authentication at ' + re.escape(server.url) + r'  \S+  via link  "first"')
+    child.expect(re.escape("Which one [1-2]? "))
+    child.sendline("2")
+    child.expect(re.escape(f"About to run a authentication at {server.url}"))
+    child.sendline("yes")
+    child.expect("PIN to ")
+    child.sendline("123456")
+    child.expect("Authenticated as alice")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert [o["data"] for o in pending(home)["operations"]] == ["first"]

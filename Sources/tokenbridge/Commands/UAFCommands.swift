@@ -249,6 +249,7 @@ struct Info: ParsableCommand {
       let device = try? LocalData().deviceInformation()
       let info: [String: String] = [
         "deviceID": device?.deviceID ?? "(none: no registration yet)", "deviceName": device?.name ?? "(none)",
+        "devicePushToken": device.map { $0.pushToken ?? "(none: push disabled)" } ?? "(none)",
         "version": TokenBridgeVersion.string, "server": server ?? "(none)", "facetID": facet ?? "(none)",
         "pivAAID": config.pivAAID, "fido2AAID": config.fido2AAID, "configuration": Configuration.file.path,
         "localData": Configuration.dataDirectory.appendingPathComponent("tokenbridge.sqlite").path,
