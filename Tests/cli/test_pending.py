@@ -56,6 +56,8 @@ def test_only_live_operations_are_listed(card, rp, home):
     assert r.stdout.startswith(f"{live['sessionId']}  authentication at {server.url}  ")
     assert "via link  \"Sign in to \\u{1B}[31mBank\"" in r.stdout and "\x1b" not in r.stdout
     # The status service tells the redeemed and timed-out tokens apart.
+    r = tb(home, "oob", expired["dispatcherInformation"]["response"], "--yes", pins=["123456"])
+    assert r.returncode == 28 and "The server no longer knows this token (expired or unknown)" in r.stderr, r.stderr
     st = call(server, "POST", "/nevisfido/status", {"sessionId": expired["sessionId"]})[1]
     assert st["tokenInformation"]["tokenResult"] == "tokenTimedOut"
     assert call(server, "POST", "/nevisfido/status", {"sessionId": done["sessionId"]})[1]["tokenInformation"][

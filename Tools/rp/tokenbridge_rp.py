@@ -766,7 +766,8 @@ class Handler(BaseHTTPRequestHandler):
                                "redeem_url": f"{self.rp.args.base_url}/nevisfido/token/redeem/{op}"}, "application/json")
 
     def redeem(self, body):
-        rows = self.rp.sql("SELECT op, context, redeemed, session FROM tokens WHERE token=?", str(body.get("token", "")))
+        rows = self.rp.sql("SELECT op, context, redeemed, session FROM tokens WHERE token=?",
+                           str(body.get("token", "")))
         if not rows:
             raise Refused(1404, "unknown token")
         op, context, redeemed, session = rows[0]
