@@ -291,3 +291,27 @@ def test_a_refused_signature_and_an_unknown_device_have_their_own_messages(card,
     assert f"The server {server.url} knows no dispatch target of this device, so it cannot be asked; run " \
            "tokenbridge device sync." in r.stderr
     assert [m["kind"] for m in check(home)] == ["MissingDeviceInformationInServer"]
+
+
+def test_sync_is_best_effort_and_reports_each_failure(card, rp, home):
+    server = registered(card, rp, home)
+    dev = device_id(home)
+    [mine] = targets(server)
+    foreign = admin(server, "MissingDeviceInformationInMobileDevice", deviceId=dev, username="carol")
+    other = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+    jwk = json.dumps({"kty": "EC", "crv": "P-256", "x": b64u(other.x.to_bytes(32, "big")),
+                      "y": b64u(other.y.to_bytes(32, "big"))})
+    assert call(server, "POST", "/_admin/target-key", {"id": foreign["id"], "signatureKey": jwk})[0] == 200
+    admin(server, "DeviceNameMismatch", id=mine["id"], name="Elsewhere")
+    r = tb(home, "device", "sync", "--yes", "--json")
+    assert r.returncode == 20, r.stdout + r.stderr
+    steps = json.loads(r.stdout)["steps"]
+    assert [(s["deletes"], s["done"], s.get("exitCode")) for s in steps] == [(True, False, 20), (False, True, None)]
+    assert steps[0]["action"] == f"delete at the server {server.url}: the dispatch target {foreign['id']} of carol"
+    assert steps[0]["error"].startswith(f"The server {server.url} refused this device's signature")
+    # The failed step changed nothing; the other one was done.
+    assert [m["kind"] for m in check(home)] == ["MissingDeviceInformationInMobileDevice"]
+    r = tb(home, "device", "sync", "--yes")
+    assert r.returncode == 20
+    assert f"tokenbridge: failed: delete at the server {server.url}: the dispatch target {foreign['id']} of carol: " \
+           f"The server {server.url} refused this device's signature" in r.stderr

@@ -185,17 +185,18 @@ public struct DeviceInformationOperations {
 
   /// One line saying what an action does and on which side (shown before a sync asks).
   public static func describe(_ a: DeviceSyncAction) -> String {
-    switch a {
+    let d = displayable
+    return switch a {
     case .deleteCredentialAtServer(let s, let u, let aaid, let k):
-      "delete at the server \(s): the credential \(aaid) \(k) of \(displayable(u))"
+      "delete at the server \(d(s)): the credential \(d(aaid)) \(d(k)) of \(d(u))"
     case .deleteCredentialOnDevice(let s, let u, let aaid, let k):
-      "delete on this device: the registration \(aaid) \(k) of \(displayable(u)) at \(s)"
+      "delete on this device: the registration \(d(aaid)) \(d(k)) of \(d(u)) at \(d(s))"
     case .deleteTargetAtServer(let s, let u, let id):
-      "delete at the server \(s): the dispatch target \(displayable(id)) of \(displayable(u))"
+      "delete at the server \(d(s)): the dispatch target \(d(id)) of \(d(u))"
     case .createTargetAtServer(let s, let u, _):
-      "create at the server \(s): the dispatch target of \(displayable(u))"
+      "create at the server \(d(s)): the dispatch target of \(d(u))"
     case .updateTargetAtServer(let s, let id):
-      "update at the server \(s): the device name and push token of the dispatch target \(displayable(id))"
+      "update at the server \(d(s)): the device name and push token of the dispatch target \(d(id))"
     }
   }
 
