@@ -149,6 +149,12 @@ import UAFCore
         == "delete on this device: the registration 7B1D#0001 k2 of b at https://fido.example")
   }
 
+  @Test func serverTextInActionLinesIsEscaped() {
+    let line = DeviceInformationOperations.describe(
+      .deleteTargetAtServer(server: s, username: "eve\u{1B}[2J", dispatchTargetID: "t\u{7}"))
+    #expect(line == "delete at the server https://fido.example: the dispatch target t\\u{7} of eve\\u{1B}[2J")
+  }
+
   // MARK: Retry
 
   @Test func networkFailuresAreRetriedBoundedAndA4xxNever() {

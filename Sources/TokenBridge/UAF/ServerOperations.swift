@@ -7,8 +7,9 @@ import UAFCore
 public struct ServerOperations {
   public let backend: BackendClient
   public var client: UAFClient
-  /// Told when a registration succeeded but its dispatch target could not be made (registration stands;
-  /// `device check` shows it as MissingDeviceInformationInServer and `device sync` makes it).
+  /// Told when an account's dispatch target could not be made after its registration (the registration stands;
+  /// `device check` shows MissingDeviceInformationInServer, `device sync` makes it) or not deleted at the server
+  /// after its last deregistration (`device check` … MissingDeviceInformationInMobileDevice).
   public var dispatchTargetFailed: ((DeviceServiceError) -> Void)?
 
   public init(
@@ -35,7 +36,7 @@ public struct ServerOperations {
       throw .message(.unexpectedOperation(expected: .reg, got: result.op))
     }
     do {
-      try backend.sendResponse(.reg, response, context: try registrationContext())
+      try backend.sendResponse(.reg, response, context: registrationContext())
     } catch {
       try? client.localData.abandon(keyID)
       throw .backend(error)
@@ -46,7 +47,7 @@ public struct ServerOperations {
   }
 
   /// The registration response's context: this device's id (see `DeviceWire.registrationContext`).
-  func registrationContext() throws(BackendError) -> String? {
+  func registrationContext() -> String? {
     guard let d = try? client.localData.deviceIdentity() else { return nil }
     return DeviceWire.registrationContext(deviceID: d.deviceID)
   }
@@ -128,7 +129,7 @@ public struct ServerOperations {
       message, expecting: .init(op: payload.operation), verifier: verifier, accountSelector: accountSelector)
     if let response = result.responseMessage {
       do {
-        try backend.sendResponse(result.op, response, context: result.op == .reg ? try registrationContext() : nil)
+        try backend.sendResponse(result.op, response, context: result.op == .reg ? registrationContext() : nil)
       } catch {
         if let k = result.pendingKeyID { try? client.localData.abandon(k) }
         throw .backend(error)

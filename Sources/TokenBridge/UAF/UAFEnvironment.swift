@@ -20,7 +20,7 @@ public struct UAFEnvironment {
   public let localData: LocalData
   /// Registrations left pending by a run that is gone (crash, kill -9), repaired when this was opened.
   public let repaired: [AuthenticatorRecord]
-  /// Told when a registration succeeded but its dispatch target could not be made (see `ServerOperations`).
+  /// Told when an account's dispatch target could not be made or removed (see `ServerOperations`).
   public var dispatchTargetFailed: ((DeviceServiceError) -> Void)?
 
   public init(configuration: Configuration? = nil, dataDirectory: URL = Configuration.dataDirectory)
