@@ -315,3 +315,21 @@ def test_sync_is_best_effort_and_reports_each_failure(card, rp, home):
     assert r.returncode == 20
     assert f"tokenbridge: failed: delete at the server {server.url}: the dispatch target {foreign['id']} of carol: " \
            f"The server {server.url} refused this device's signature" in r.stderr
+
+
+def test_sync_asks_on_a_terminal_and_no_changes_nothing(card, rp, home):
+    import re
+
+    import pexpect
+
+    from conftest import TOKENBRIDGE
+    server = registered(card, rp, home)
+    extra = admin(server, "MissingAuthenticatorInMobileDevice", deviceId=device_id(home), username="alice")
+    child = pexpect.spawn(TOKENBRIDGE, ["device", "sync"], env=dict(os.environ, **home), encoding="utf-8", timeout=30)
+    child.expect(re.escape(f"delete at the server {server.url}: the credential 7B1D#0001 {extra['keyId']} of alice"))
+    child.expect(re.escape("The sync will delete 1 item(s) as listed above. Type yes to continue: "))
+    child.sendline("no")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 3
+    assert [m["kind"] for m in check(home)] == ["MissingAuthenticatorInMobileDevice"]
