@@ -28,6 +28,7 @@ public struct ErrorReport: Equatable, Sendable {
     case let e as ConfigurationError: self = Self.configuration(e)
     case let e as BackendError: self = Self.backend(e)
     case let e as LocalDataError: self = Self.localData(e)
+    case let e as DeviceServiceError: self = Self.device(e)
     case InteractionError.cancelled: self.init(status: .cancelled, message: "Cancelled.")
     case InteractionError.timedOut:
       self.init(status: .timedOut, message: "No answer within the time allowed; nothing was changed.")
@@ -134,6 +135,7 @@ public struct ErrorReport: Equatable, Sendable {
           message: "The payload's redeem URL \(shown(url)) is not https (http only on this machine's loopback); "
             + "nothing was contacted.")
       }
+    case .device(let d): return device(d)
     case .unexpected(let type):
       return .init(status: .failure, message: "Unexpected error (\(type)). Please report it with the command you ran.")
     }
@@ -294,6 +296,7 @@ public struct ErrorReport: Equatable, Sendable {
     case .overwriteSlot(let s): "Slot \(s) already holds a key; generating replaces it for good."
     case .forgetLocally: "The server no longer knows this registration. Delete it locally?"
     case .outOfBand(let op, let server): "About to run a \(name(op)) at \(shown(server)), as the QR code or link asks."
+    case .deviceSync(let deletions): "The sync will delete \(deletions) item(s) as listed above."
     }
   }
 

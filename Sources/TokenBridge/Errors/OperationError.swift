@@ -48,6 +48,8 @@ public enum OperationError: Error, Equatable, Sendable {
   case usernameMismatch(asked: String, got: String)
   /// An out-of-band payload or its token could not be used.
   case outOfBand(OutOfBandError)
+  /// The dispatch-target or device service failed (device change/check/sync, pending operations).
+  case device(DeviceServiceError)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
 }
