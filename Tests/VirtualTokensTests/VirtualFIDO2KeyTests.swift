@@ -57,7 +57,8 @@ import Testing
           (.int(1), .bytes(cdh)), (.int(2), .map((.text("id"), .text(rp)))),
           (.int(3), .map((.text("id"), .bytes(user)), (.text("name"), .text(name)))),
           (.int(4), .array([.map((.text("alg"), .int(-7)), (.text("type"), .text("public-key")))])),
-          (.int(7), .map((.text("rk"), .bool(true)))), (.int(8), .bytes(p.proto.authenticate(token, cdh, isToken: true))),
+          (.int(7), .map((.text("rk"), .bool(true)))),
+          (.int(8), .bytes(p.proto.authenticate(token, cdh, isToken: true))),
           (.int(9), .int(2))
         ).encoded())
     #expect(reply[0] == 0)
@@ -158,7 +159,8 @@ import Testing
           (.int(1), .bytes(cdh)), (.int(2), .map((.text("id"), .text("a.example")))),
           (.int(3), .map((.text("id"), .bytes([0xAA])))),
           (.int(4), .array([.map((.text("alg"), .int(-7)), (.text("type"), .text("public-key")))])),
-          (.int(7), .map((.text("rk"), .bool(true)))), (.int(8), .bytes(p.proto.authenticate(token, cdh, isToken: true))),
+          (.int(7), .map((.text("rk"), .bool(true)))),
+          (.int(8), .bytes(p.proto.authenticate(token, cdh, isToken: true))),
           (.int(9), .int(2))
         ).encoded())
     #expect(reply == [CTAP2Status.keyStoreFull.rawValue])
