@@ -41,7 +41,8 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case .noToken: "no token, or not the one named with --token, or several and no terminal to choose"
     case .serviceUnavailable: "the PC/SC service (pcscd) is not running"
     case .wrongPIN: "wrong PIN/PUK and no more input to try again (--pin-fd)"
-    case .pinBlocked: "the PIN is blocked (unblock it with the PUK: tokenbridge pin unblock)"
+    case .pinBlocked:
+      "the PIN is blocked (PIV: unblock it with the PUK, tokenbridge pin unblock; FIDO2: only tokenbridge fido2 reset)"
     case .pukBlocked: "the PUK is blocked (only a reset of the PIV application helps)"
     case .policyViolation: "the new PIN/PUK breaks the policy and no more input to try again"
     case .tokenRemoved: "the token was removed during the operation"
