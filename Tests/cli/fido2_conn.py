@@ -34,7 +34,7 @@ class Key:
 
     def start(self):
         self.proc = subprocess.Popen([_virtual_token(), "fido2", "--socket", self.sock, "--state", self.state, *self.args],
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=open(self.sock + ".log", "a"))
         _wait_until(lambda: os.path.exists(self.sock), "virtual FIDO2 socket")
 
     def ctap(self):

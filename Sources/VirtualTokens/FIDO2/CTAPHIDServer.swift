@@ -87,8 +87,9 @@ public final class CTAPHIDServer: @unchecked Sendable {
       }
       guard again else { return }
       log("unplugged")
-      // The connections end before the key comes back (a USB key is off the bus for a moment too).
-      while !lock.withLock({ connections.isEmpty }) { usleep(5_000) }
+      // The connections end before the key comes back (a USB key is off the bus for a moment too); one that
+      // lingers (its thread still in a request) never holds the plug-in back for more than a second.
+      for _ in 0..<200 where !lock.withLock({ connections.isEmpty }) { usleep(5_000) }
       usleep(50_000)
     }
   }
