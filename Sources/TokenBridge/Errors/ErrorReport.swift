@@ -136,6 +136,15 @@ public struct ErrorReport: Equatable, Sendable {
             + "nothing was contacted.")
       }
     case .device(let d): return device(d)
+    case .declined: return .init(status: .declined, message: "Not confirmed; nothing was changed.")
+    case .differentKey(let id, let expected, let found):
+      return .init(
+        status: .differentKey,
+        message: expected == found
+          ? "The key that came back has the same AAGUID but does not know \(id)'s credentials: it is another key of "
+            + "the same model. Nothing was reset. Plug in \(id) alone and run again."
+          : "The key that came back (AAGUID \(found)) is not \(id) (AAGUID \(expected)). Nothing was reset. "
+            + "Plug in \(id) alone and run again.")
     case .unexpected(let type):
       return .init(status: .failure, message: "Unexpected error (\(type)). Please report it with the command you ran.")
     }
@@ -159,8 +168,9 @@ public struct ErrorReport: Equatable, Sendable {
     if t.kind == .fido2 {
       return .init(
         status: .pinBlocked,
-        message: "The PIN of \(t.id) is blocked. A FIDO2 key has no PUK: only a reset of the key, which erases "
-          + "every credential on it (and the registrations made with them), makes it usable again.")
+        message: "The PIN of \(t.id) is blocked. A FIDO2 key has no PUK: the only way back is "
+          + "`tokenbridge fido2 reset --token \(t.id)`, which erases every credential on the key (and the "
+          + "registrations made with them: it lists them first and deregisters them).")
     }
     return .init(
       status: .pinBlocked,
@@ -200,6 +210,11 @@ public struct ErrorReport: Equatable, Sendable {
       return .init(status: .pinNotSet, message: "The key wants a new PIN before it is used: tokenbridge pin change")
     case .cancelled: return .init(status: .cancelled, message: "Cancelled; nothing was done.")
     case .touchTimeout: return .init(status: .timedOut, message: "The key was not touched in time; nothing was done.")
+    case .resetNotAllowed:
+      return .init(
+        status: .resetWindowMissed,
+        message: "The key refused the reset: a key takes it only within a few seconds (10 in CTAP 2.1) of being "
+          + "plugged in. Nothing was erased. Run again and touch the key as soon as it is back.")
     case .touchDenied:
       return .init(status: .cancelled, message: "The key refused the request (touch denied); nothing was done.")
     case .fido2(let code, let op):
