@@ -1,1 +1,2 @@
 #include <fido.h>
+#include <fido/credman.h>

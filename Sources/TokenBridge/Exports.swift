@@ -16,6 +16,9 @@ public typealias PinValidationError = UAFCore.PinValidationError
 public typealias CredentialPolicy = UAFCore.CredentialPolicy
 public typealias ManagementKeySource = TokenDevices.ManagementKeySource
 public typealias Canceller = TokenDevices.FIDO2Canceller
+/// A FIDO2 key chosen by `TokenSelection.chooseFIDO2`, handed back to the library's FIDO2 operations.
+public typealias DiscoveredFIDO2 = TokenDevices.DiscoveredFIDO2
+public typealias FIDO2ResidentCredential = TokenDevices.FIDO2ResidentCredential
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
 public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }

@@ -47,6 +47,9 @@ public enum TokenError: Error, Equatable, Sendable {
   case touchTimeout
   /// The touch was refused on the key.
   case touchDenied
+  /// The FIDO2 key refused a reset (CTAP2_ERR_NOT_ALLOWED): more than its reset window (10 s in CTAP 2.1
+  /// §6.6) passed since it was powered up. Nothing was erased.
+  case resetNotAllowed
   /// Any other libfido2 status (`fido_strerr` says what), for `operation`.
   case fido2(Int32, operation: String)
 }

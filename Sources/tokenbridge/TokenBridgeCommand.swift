@@ -11,7 +11,8 @@ struct TokenBridgeCommand: ParsableCommand {
     version: TokenBridgeVersion.string,
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
-      Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, ExitCodes.self,
+      Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
+      FIDO2Command.self, ExitCodes.self,
     ])
 }
 

@@ -111,7 +111,8 @@ struct FIDO2: ParsableCommand {
     discussion: """
       Clients: libfido2 through its custom I/O hooks (tokenbridge: TOKENBRIDGE_VIRTUAL_FIDO=<socket>), \
       python-fido2 through a CtapHidConnection. No PIN at first; 8 PIN tries, 3 wrong in a row need a replug. \
-      Signals: SIGUSR1 replugs (power cycle), SIGUSR2 touches it (--presence wait), SIGTERM/SIGINT stop.
+      Signals: SIGUSR1 replugs (the socket file is removed, then made again: power cycle, the reset window \
+      starts), SIGUSR2 touches it (--presence wait), SIGTERM/SIGINT stop.
       """)
 
   @Option(help: "Unix socket path to listen on.") var socket: String
@@ -125,7 +126,7 @@ struct FIDO2: ParsableCommand {
 
   func validate() throws {
     guard UserPresence(rawValue: presence) != nil else {
-      throw ValidationError("--presence must be auto, deny or timeout")
+      throw ValidationError("--presence must be auto, deny, timeout or wait")
     }
   }
 

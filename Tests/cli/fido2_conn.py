@@ -34,15 +34,23 @@ class Key:
 
     def start(self):
         self.proc = subprocess.Popen([_virtual_token(), "fido2", "--socket", self.sock, "--state", self.state, *self.args],
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=open(self.sock + ".log", "a"))
         _wait_until(lambda: os.path.exists(self.sock), "virtual FIDO2 socket")
 
     def ctap(self):
         return Ctap2(open_device(self.sock))
 
     def replug(self):
+        """SIGUSR1: the socket file goes (unplug) and a listening one is renamed into place (plug)."""
+        def stamp():
+            try:
+                st = os.stat(self.sock)
+                return st.st_ino, st.st_ctime_ns  # an inode number may be reused; with its ctime it is new
+            except FileNotFoundError:
+                return None
+        before = stamp()
         self.proc.send_signal(signal.SIGUSR1)
-        time.sleep(0.2)
+        _wait_until(lambda: stamp() not in (None, before), "virtual FIDO2 replug")
 
     def stop(self):
         self.proc.terminate()

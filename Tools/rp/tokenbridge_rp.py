@@ -4,7 +4,11 @@
 Verifies for real, with its own TLV parser (independent of the client's Swift code): ECDSA P-256 signatures
 (DER and raw), public keys (raw X9.62 and DER SPKI), FINAL_CHALLENGE_HASH, single-use expiring challenges,
 appID and facet ID, policy AAIDs, growing counters and transaction content hashes. Loopback only by default.
-See ../shared/specs/backend-contract.md (sections 1-3, 6).
+Also the out-of-band services: dispatch targets (create, query, modify with a JWS body, delete), dispatch tokens,
+redeem, status, the device service (device credentials, pending operations), every device request checked for a
+`Device-Signature` (ES256 compact JWS by the target's key; request id used once, creation time within a window).
+See ../shared/specs/backend-contract.md (sections 1-3, 5, 6); the wire choices where it is silent are the client's
+Sources/TokenBridge/Device/DeviceWire.swift.
 """
 import argparse
 import base64
@@ -18,7 +22,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -29,6 +33,13 @@ UAF = "application/fido+uaf"
 TAG = dict(REG_ASSERTION=0x3E01, AUTH_ASSERTION=0x3E02, KRD=0x3E03, SIGNED_DATA=0x3E04, SIGNATURE=0x2E06,
            ATT_FULL=0x3E07, ATT_SURROGATE=0x3E08, KEYID=0x2E09, FCH=0x2E0A, AAID=0x2E0B, PUB_KEY=0x2E0C,
            COUNTERS=0x2E0D, INFO=0x2E0E, NONCE=0x2E0F, TCH=0x2E10)
+
+
+class DeviceRefused(Exception):
+    """A device or dispatch-target service refusal: an HTTP status (401, 404, 422…)."""
+    def __init__(self, status, why):
+        super().__init__(why)
+        self.status, self.why = status, why
 
 
 class Refused(Exception):
@@ -104,13 +115,19 @@ class RP:
         self.db = sqlite3.connect(args.db, check_same_thread=False)
         self.lock = threading.Lock()
         self.faults = []  # queued (status, delay) answers for tests
+        self.device_faults = []  # the same, for the dispatch-target and device services only
+        self.last_signature = None  # the last Device-Signature accepted (tests replay it)
         self.db.executescript("""
             CREATE TABLE IF NOT EXISTS challenges(server_data TEXT PRIMARY KEY, op TEXT, username TEXT,
               challenge TEXT, expires REAL, used INTEGER, tx TEXT, upv TEXT, session TEXT);
             CREATE TABLE IF NOT EXISTS registrations(username TEXT, aaid TEXT, key_id TEXT, public_key BLOB,
-              key_encoding INTEGER, counter INTEGER, PRIMARY KEY(aaid, key_id));
+              key_encoding INTEGER, counter INTEGER, device_id TEXT, PRIMARY KEY(aaid, key_id));
             CREATE TABLE IF NOT EXISTS tokens(token TEXT PRIMARY KEY, op TEXT, context TEXT, redeemed INTEGER,
-              session TEXT);
+              session TEXT, expires REAL, target_id TEXT, created REAL, channel TEXT, dispatch_info TEXT,
+              payload TEXT);
+            CREATE TABLE IF NOT EXISTS dispatch_targets(id TEXT PRIMARY KEY, ext_id TEXT, username TEXT, name TEXT,
+              device_id TEXT, target TEXT, dispatcher TEXT, signature_key TEXT, encryption_key TEXT);
+            CREATE TABLE IF NOT EXISTS seen_requests(request_id TEXT PRIMARY KEY, at REAL);
             CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, status TEXT, uaf_status INTEGER, username TEXT);
         """)
 
@@ -207,6 +224,10 @@ class RP:
 
     def register(self, body):
         username, fch, raw, _, session = self.check_response("Reg", body)
+        try:
+            device_id = json.loads(body.get("context") or "{}").get("deviceId")
+        except (ValueError, AttributeError):
+            device_id = None
         top = tlv(raw)
         if len(top) != 1 or top[0][0] != TAG["REG_ASSERTION"]:
             raise Refused(1498, "not a registration assertion")
@@ -241,7 +262,8 @@ class RP:
         kid = b64u(key_id)
         if self.sql("SELECT 1 FROM registrations WHERE aaid=? AND key_id=?", aaid, kid):
             raise Refused(1498, "KeyID already registered")
-        self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?)", username, aaid, kid, pub, key_enc, sign_counter)
+        self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", username, aaid, kid, pub, key_enc, sign_counter,
+                 device_id)
         self.finish(session, 1200, username)
         return {"statusCode": 1200, "description": f"registered {aaid} for {username}"}
 
@@ -310,6 +332,116 @@ class RP:
                      "succeeded" if code == 1200 else "failed", code, username, session)
 
 
+    # --- out-of-band and device services ------------------------------------------------------------
+    def token_expired(self, token):
+        rows = self.sql("SELECT expires FROM tokens WHERE token=?", token)
+        return bool(rows) and rows[0][0] is not None and time.time() > rows[0][0]
+
+    def target(self, target_id):
+        rows = self.sql("SELECT id, ext_id, username, name, device_id, target, dispatcher, signature_key "
+                        "FROM dispatch_targets WHERE id=?", target_id)
+        return dict(zip(("id", "extId", "username", "name", "deviceId", "target", "dispatcher", "signatureKey"),
+                        rows[0])) if rows else None
+
+    def check_jws(self, jws, device_id=None, target_id=None):
+        """A compact ES256 JWS by a dispatch target's signature key: returns (payload, target) or raises
+        DeviceRefused(404) for an unknown target (or one of another device), DeviceRefused(401) otherwise."""
+        parts = (jws or "").split(".")
+        if len(parts) != 3:
+            raise DeviceRefused(401, "not a compact JWS")
+        try:
+            header = json.loads(unb64u(parts[0]))
+            payload = json.loads(unb64u(parts[1]))
+            signature = unb64u(parts[2])
+        except (Refused, ValueError):
+            raise DeviceRefused(401, "JWS parts are not base64url JSON")
+        if not isinstance(header, dict) or header.get("alg") != "ES256" or not isinstance(payload, dict):
+            raise DeviceRefused(401, "JWS alg must be ES256")
+        t = self.target(str(payload.get("dispatchTargetId", "")))
+        if t is None or (device_id is not None and t["deviceId"] != device_id):
+            raise DeviceRefused(404, "unknown dispatch target (for this device)")
+        if target_id is not None and t["id"] != target_id:
+            raise DeviceRefused(401, "signed for another dispatch target")
+        try:
+            jwk = json.loads(t["signatureKey"])
+            key = ec.EllipticCurvePublicNumbers(int.from_bytes(unb64u(jwk["x"]), "big"),
+                                                int.from_bytes(unb64u(jwk["y"]), "big"),
+                                                ec.SECP256R1()).public_key()
+        except Exception:
+            raise DeviceRefused(401, "the target's signature key is not a P-256 JWK")
+        if len(signature) != 64:
+            raise DeviceRefused(401, "ES256 signature is not 64 bytes")
+        der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+        try:
+            key.verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            raise DeviceRefused(401, "signature does not verify")
+        created = payload.get("creationTimeInEpochMillis")
+        if not isinstance(created, int) or abs(time.time() * 1000 - created) > self.args.signature_window * 1000:
+            raise DeviceRefused(401, "creation time outside the window")
+        request_id = payload.get("requestId")
+        if not isinstance(request_id, str) or not 1 <= len(request_id) <= 64:
+            raise DeviceRefused(401, "requestId missing or longer than 64")
+        with self.lock:
+            self.db.execute("DELETE FROM seen_requests WHERE at < ?", (time.time() - 2 * self.args.signature_window,))
+            try:
+                self.db.execute("INSERT INTO seen_requests VALUES(?,?)", (request_id, time.time()))
+                self.db.commit()
+            except sqlite3.IntegrityError:
+                raise DeviceRefused(401, "requestId replayed")
+        self.last_signature = jws
+        return payload, t
+
+    def name_taken(self, username, name, other_than=None):
+        rows = self.sql("SELECT id FROM dispatch_targets WHERE username=? AND name=?", username, name)
+        return any(r[0] != other_than for r in rows)
+
+    def device_answer(self, device_id):
+        targets = self.sql("SELECT id, username, name, target, dispatcher FROM dispatch_targets WHERE device_id=? "
+                           "ORDER BY id", device_id)
+        creds = self.sql("SELECT aaid, key_id, username FROM registrations WHERE device_id=? ORDER BY key_id",
+                         device_id)
+        return {"deviceId": device_id,
+                "dispatchTargets": [dict(zip(("id", "username", "name", "target", "dispatcher"), r)) for r in targets],
+                "credentials": [dict(zip(("aaid", "keyId", "username"), r)) for r in creds]}
+
+    def pending(self, device_id):
+        now = time.time()
+        rows = self.sql("SELECT t.session, t.created, t.channel, t.dispatch_info, t.payload FROM tokens t "
+                        "JOIN dispatch_targets d ON d.id = t.target_id WHERE d.device_id=? AND t.redeemed=0 "
+                        "AND t.expires > ? ORDER BY t.created", device_id, now)
+        return {"operations": [{"id": r[0], "creationTimeInEpochMillis": int(r[1] * 1000), "dispatchChannel": r[2],
+                                "dispatchInformation": r[3], "payload": json.loads(r[4])} for r in rows]}
+
+    def dispatch(self, op_name, body):
+        """Dispatch Token Service: a token for the target, its payload, and the dispatcher's answer."""
+        op = {"registration": "Reg", "authentication": "Auth", "deregistration": "Dereg"}[op_name]
+        t = self.target(str(body.get("dispatchTargetId", "")))
+        if t is None:
+            return {"dispatchResult": "dispatchTargetNotFound"}
+        dispatcher = body.get("dispatcher") or t["dispatcher"]
+        if dispatcher not in ("firebase-cloud-messaging", "link", "link-png-qr-code", "png-qr-code"):
+            return {"dispatchResult": "dispatcherNotFound"}
+        get = body.get("getUafRequest") or {}
+        context = get.get("context")
+        if isinstance(context, dict):
+            context = json.dumps(context)
+        token, session, now = b64u(secrets.token_bytes(16)), b64u(secrets.token_bytes(12)), time.time()
+        nma = {"token": token, "redeem_url": f"{self.args.base_url}/nevisfido/token/redeem/{op_name}"}
+        if body.get("data") is not None:
+            nma["data"] = body["data"]
+        payload = {"nma_data": nma, "nma_data_content_type": "application/json", "nma_data_version": "1"}
+        self.sql("INSERT INTO tokens VALUES(?,?,?,0,?,?,?,?,?,?,?)", token, op, context, session,
+                 now + self.args.token_ttl, t["id"], now, dispatcher, body.get("dispatchInformation"),
+                 json.dumps(payload))
+        self.sql("INSERT INTO sessions VALUES(?,?,NULL,NULL)", session, "tokenCreated")
+        encoded = b64u(json.dumps(payload).encode())
+        response = (f"{self.args.link_base}?dispatchTokenResponse={encoded}" if dispatcher.startswith("link")
+                    else encoded)
+        return {"token": token, "sessionId": session, "dispatchResult": "dispatched",
+                "dispatcherInformation": {"name": dispatcher, "response": response}}
+
+
 class Handler(BaseHTTPRequestHandler):
     rp: RP = None
     protocol_version = "HTTP/1.1"
@@ -330,7 +462,211 @@ class Handler(BaseHTTPRequestHandler):
         p = urlparse(self.path).path.rstrip("/")
         return p in ["/nevisfido" + n for n in names]
 
+    def send_empty(self, status):
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def loopback_client(self):
+        return self.client_address[0] in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+    def do_PATCH(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 1 << 16:
+            return self.send(413, {}, "application/json")
+        if not self.device_route("PATCH", self.rfile.read(length)):
+            self.send(404, {}, "application/json")
+
+    def do_DELETE(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 1 << 16:
+            return self.send(413, {}, "application/json")
+        if not self.device_route("DELETE", self.rfile.read(length)):
+            self.send(404, {}, "application/json")
+
+    def device_route(self, method, raw):
+        """The dispatch-target, dispatch-token and device services and their admin endpoints; True when handled."""
+        url = urlparse(self.path)
+        path, query = url.path.rstrip("/"), parse_qs(url.query)
+        rp = self.rp
+        if path.startswith("/_admin/"):
+            return self.device_admin(method, path, raw)
+        targets = "/nevisfido/token/dispatch/targets"
+        ops = ("/nevisfido/token/dispatch/registration", "/nevisfido/token/dispatch/authentication",
+               "/nevisfido/token/dispatch/deregistration")
+        if not (path == targets or path.startswith(targets + "/") or path.startswith("/nevisfido/devices/")
+                or path in ops):
+            return False
+        if rp.device_faults:
+            fault = rp.device_faults.pop(0)
+            if fault is not None:
+                status, delay, _ = fault
+                time.sleep(delay)
+                self.send(status, {"error": "injected fault"}, "application/json")
+                return True
+        signature = self.headers.get("Device-Signature")
+        try:
+            if path in ops and method == "POST":
+                if "application/json" not in self.headers.get("Accept", ""):
+                    raise DeviceRefused(406, "Accept must be application/json")
+                self.send(200, rp.dispatch(path.rsplit("/", 1)[1], json.loads(raw or b"{}")), "application/json")
+            elif path == targets and method == "POST":
+                if not self.headers.get("Content-Type", "").startswith("application/json"):
+                    raise DeviceRefused(415, "Content-Type must be application/json;charset=UTF-8")
+                if "application/json" not in self.headers.get("Accept", ""):
+                    raise DeviceRefused(406, "Accept must be application/json")
+                self.create_target(json.loads(raw or b"{}"))
+            elif path == targets and method == "GET":
+                user = query.get("username", [None])[0]
+                if not user:
+                    raise DeviceRefused(400, "username is required")
+                rows = rp.sql("SELECT name, id, dispatcher FROM dispatch_targets WHERE username=?", user)
+                if not rows:
+                    raise DeviceRefused(404, "no dispatch target")
+                self.send(200, {"dispatchTargets": [dict(zip(("name", "id", "dispatcher"), r)) for r in rows]},
+                          "application/json")
+            elif path.startswith(targets + "/") and method == "PATCH":
+                target_id = path[len(targets) + 1:]
+                if not self.headers.get("Content-Type", "").startswith("application/jose"):
+                    raise DeviceRefused(415, "Content-Type must be application/jose;charset=UTF-8")
+                if rp.target(target_id) is None:
+                    raise DeviceRefused(404, "unknown dispatch target")
+                payload, t = rp.check_jws(raw.decode(errors="replace"), target_id=target_id)
+                name = payload.get("name")
+                if name is not None:
+                    if not isinstance(name, str) or not name:
+                        raise DeviceRefused(400, "name must be a non-empty string")
+                    if rp.name_taken(t["username"], name, other_than=t["id"]):
+                        raise DeviceRefused(422, "name already taken")
+                    rp.sql("UPDATE dispatch_targets SET name=? WHERE id=?", name, t["id"])
+                if payload.get("disablePush"):
+                    rp.sql("UPDATE dispatch_targets SET target=NULL, dispatcher='link' WHERE id=?", t["id"])
+                elif payload.get("target"):
+                    rp.sql("UPDATE dispatch_targets SET target=?, dispatcher='firebase-cloud-messaging' WHERE id=?",
+                           str(payload["target"]), t["id"])
+                self.send_empty(204)
+            elif path.startswith(targets + "/") and method == "DELETE":
+                target_id = path[len(targets) + 1:]
+                if rp.target(target_id) is None:
+                    raise DeviceRefused(404, "unknown dispatch target")
+                rp.check_jws(signature, target_id=target_id)
+                rp.sql("DELETE FROM dispatch_targets WHERE id=?", target_id)
+                self.send_empty(204)
+            elif path.startswith("/nevisfido/devices/credentials/") and method in ("GET", "DELETE"):
+                device_id = path[len("/nevisfido/devices/credentials/"):]
+                rp.check_jws(signature, device_id=device_id)
+                if method == "GET":
+                    self.send(200, rp.device_answer(device_id), "application/json")
+                else:
+                    aaid, key_id = query.get("aaid", [""])[0], query.get("keyId", [""])[0]
+                    if not rp.sql("SELECT 1 FROM registrations WHERE device_id=? AND aaid=? AND key_id=?",
+                                  device_id, aaid, key_id):
+                        raise DeviceRefused(404, "no such credential of this device")
+                    rp.sql("DELETE FROM registrations WHERE device_id=? AND aaid=? AND key_id=?", device_id, aaid,
+                           key_id)
+                    self.send_empty(204)
+            elif path.startswith("/nevisfido/devices/") and path.endswith("/operations") and method == "GET":
+                device_id = path[len("/nevisfido/devices/"):-len("/operations")]
+                rp.check_jws(signature, device_id=device_id)
+                self.send(200, rp.pending(device_id), "application/json")
+            else:
+                raise DeviceRefused(405, "method not allowed")
+        except DeviceRefused as r:
+            if rp.args.verbose:
+                sys.stderr.write(f"rp: device service refused {r.status}: {r.why}\n")
+            self.send(r.status, {"error": r.why}, "application/json")
+        except (ValueError, KeyError, TypeError) as e:
+            self.send(400, {"error": f"bad request: {type(e).__name__}"}, "application/json")
+        return True
+
+    def create_target(self, body):
+        rp = self.rp
+        username, name = body.get("username"), body.get("name")
+        if not isinstance(username, str) or not username or not isinstance(name, str) or not name:
+            raise DeviceRefused(400, "username and name are required")
+        try:
+            jwk = json.loads(body.get("signatureKey") or "")
+            ec.EllipticCurvePublicNumbers(int.from_bytes(unb64u(jwk["x"]), "big"), int.from_bytes(unb64u(jwk["y"]),
+                                          "big"), ec.SECP256R1()).public_key()
+        except Exception:
+            raise DeviceRefused(400, "signatureKey must be a P-256 JWK")
+        target = body.get("target")
+        dispatcher = body.get("dispatcher") or ("firebase-cloud-messaging" if target else "link")
+        if dispatcher == "firebase-cloud-messaging" and not target:
+            raise DeviceRefused(422, "firebase-cloud-messaging needs a target")
+        if rp.name_taken(username, name):
+            raise DeviceRefused(422, "name already taken")
+        target_id, ext_id = b64u(secrets.token_bytes(12)), b64u(secrets.token_bytes(12))
+        rp.sql("INSERT INTO dispatch_targets VALUES(?,?,?,?,?,?,?,?,?)", target_id, ext_id, username, name,
+               body.get("deviceId"), target, dispatcher, body.get("signatureKey"), body.get("encryptionKey"))
+        self.send(201, {"id": target_id, "extId": ext_id}, "application/json")
+
+    def device_admin(self, method, path, raw):
+        """Test endpoints (loopback clients only): inspect targets, replay material, make each mismatch kind."""
+        rp = self.rp
+        if not self.loopback_client():
+            self.send(403, {"error": "admin endpoints answer loopback clients only"}, "application/json")
+            return True
+        if path == "/_admin/targets" and method == "GET":
+            rows = rp.sql("SELECT id, username, name, device_id, target, dispatcher, signature_key, encryption_key "
+                          "FROM dispatch_targets ORDER BY id")
+            self.send(200, [dict(zip(("id", "username", "name", "deviceId", "target", "dispatcher", "signatureKey",
+                                      "encryptionKey"), r)) for r in rows], "application/json")
+            return True
+        if path == "/_admin/devices" and method == "GET":
+            rows = rp.sql("SELECT username, aaid, key_id, device_id FROM registrations ORDER BY key_id")
+            self.send(200, [dict(zip(("username", "aaid", "keyId", "deviceId"), r)) for r in rows], "application/json")
+            return True
+        if path == "/_admin/last-signature" and method == "GET":
+            self.send(200, {"signature": rp.last_signature}, "application/json")
+            return True
+        if method != "POST":
+            return False
+        body = json.loads(raw or b"{}")
+        if path == "/_admin/fault" and body.get("scope") == "device":
+            rp.device_faults.extend([None] * body.get("skip", 0) + [(body.get("status", 500), body.get("delay", 0),
+                                                                      None)] * body.get("count", 1))
+            self.send(200, {}, "application/json")
+            return True
+        if path == "/_admin/target-key":  # the server's copy of a target's signature key, replaced
+            rp.sql("UPDATE dispatch_targets SET signature_key=? WHERE id=?", body["signatureKey"], body["id"])
+            self.send(200, {}, "application/json")
+            return True
+        if path == "/_admin/expire":
+            rp.sql("UPDATE tokens SET expires=0 WHERE session=?", body["sessionId"])
+            self.send(200, {}, "application/json")
+            return True
+        if path != "/_admin/mismatch":
+            return False
+        kind, answer = body.get("kind"), {}
+        if kind == "MissingAuthenticatorInMobileDevice":  # a credential the server links to the device
+            answer = {"keyId": b64u(secrets.token_bytes(32)), "aaid": body.get("aaid", "7B1D#0001")}
+            rp.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", body["username"], answer["aaid"],
+                   answer["keyId"], b"", 0x100, 0, body["deviceId"])
+        elif kind == "MissingAuthenticatorInServer":  # the server forgets a credential
+            rp.sql("DELETE FROM registrations WHERE key_id=?", body["keyId"])
+        elif kind == "MissingDeviceInformationInMobileDevice":  # a target of the device the device never made
+            src = rp.sql("SELECT signature_key, encryption_key FROM dispatch_targets WHERE device_id=?",
+                         body["deviceId"])
+            answer = {"id": b64u(secrets.token_bytes(12))}
+            rp.sql("INSERT INTO dispatch_targets VALUES(?,?,?,?,?,NULL,'link',?,?)", answer["id"],
+                   b64u(secrets.token_bytes(12)), body["username"], body.get("name", "Old laptop"), body["deviceId"],
+                   src[0][0] if src else None, src[0][1] if src else None)
+        elif kind == "MissingDeviceInformationInServer":  # the server forgets a target
+            rp.sql("DELETE FROM dispatch_targets WHERE id=?", body["id"])
+        elif kind == "DeviceNameMismatch":
+            rp.sql("UPDATE dispatch_targets SET name=? WHERE id=?", body["name"], body["id"])
+        elif kind == "FcmRegistrationTokenMismatch":
+            rp.sql("UPDATE dispatch_targets SET target=? WHERE id=?", body.get("target"), body["id"])
+        else:
+            self.send(400, {"error": "unknown kind"}, "application/json")
+            return True
+        self.send(200, answer, "application/json")
+        return True
+
     def do_GET(self):
+        if self.device_route("GET", b""):
+            return
         if self.path_is("/uaf/1.1/facets-moved", "/uaf/1.1/facets-moved-authorized"):  # tests: redirect rule
             self.send_response(302)
             self.send_header("Location", self.rp.args.base_url + "/nevisfido/uaf/1.1/facets")
@@ -355,6 +691,8 @@ class Handler(BaseHTTPRequestHandler):
         if length > 1 << 20:
             return self.send(413, {"statusCode": 1400})
         raw = self.rfile.read(length)
+        if self.device_route("POST", raw):
+            return
         if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)
             self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0),
@@ -389,7 +727,16 @@ class Handler(BaseHTTPRequestHandler):
                 rows = self.rp.sql("SELECT status, uaf_status, username FROM sessions WHERE id=?",
                                    body.get("sessionId", ""))
                 st = rows[0] if rows else ("unknown", None, None)
-                return self.send(200, {"status": st[0], "uafStatusCode": st[1], "userId": st[2]}, "application/json")
+                answer = {"status": st[0], "uafStatusCode": st[1], "userId": st[2]}
+                tok = self.rp.sql("SELECT token, redeemed, target_id FROM tokens WHERE session=?",
+                                  str(body.get("sessionId", "")))
+                if tok:
+                    result = ("tokenRedeemed" if tok[0][1] else "tokenTimedOut" if self.rp.token_expired(tok[0][0])
+                              else None)
+                    ext = self.rp.sql("SELECT ext_id FROM dispatch_targets WHERE id=?", tok[0][2] or "")
+                    answer["tokenInformation"] = {"dispatchTargetExtId": ext[0][0] if ext else None,
+                                                  "tokenResult": result}
+                return self.send(200, answer, "application/json")
             if not (self.headers.get("Content-Type", "").startswith(UAF) and UAF in self.headers.get("Accept", "")):
                 return self.send(415, {"statusCode": 1400, "description": "Accept/Content-Type must be " + UAF})
             if self.path_is("/uaf/1.1/request/registration", "/uaf/1.1/request/authentication",
@@ -410,19 +757,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def create_token(self, body):
         token, session = b64u(secrets.token_bytes(16)), b64u(secrets.token_bytes(12))
-        self.rp.sql("INSERT INTO tokens VALUES(?,?,?,0,?)", token, body.get("op"), body.get("context"), session)
+        now = time.time()
+        self.rp.sql("INSERT INTO tokens VALUES(?,?,?,0,?,?,NULL,?,NULL,NULL,NULL)", token, body.get("op"),
+                    body.get("context"), session, now + self.rp.args.token_ttl, now)
         self.rp.sql("INSERT INTO sessions VALUES(?,?,NULL,NULL)", session, "tokenCreated")
         op = {"Reg": "registration", "Auth": "authentication", "Dereg": "deregistration"}.get(body.get("op"))
         return self.send(200, {"token": token, "sessionId": session,
                                "redeem_url": f"{self.rp.args.base_url}/nevisfido/token/redeem/{op}"}, "application/json")
 
     def redeem(self, body):
-        rows = self.rp.sql("SELECT op, context, redeemed, session FROM tokens WHERE token=?", body.get("token", ""))
+        rows = self.rp.sql("SELECT op, context, redeemed, session FROM tokens WHERE token=?",
+                           str(body.get("token", "")))
         if not rows:
             raise Refused(1404, "unknown token")
         op, context, redeemed, session = rows[0]
         if redeemed:
             raise Refused(1491, "token already redeemed")
+        if self.rp.token_expired(body["token"]):
+            raise Refused(1408, "token timed out")
         self.rp.sql("UPDATE tokens SET redeemed=1 WHERE token=?", body["token"])
         self.rp.sql("UPDATE sessions SET status=? WHERE id=?",
                     "clientRegistering" if op == "Reg" else "clientAuthenticating", session)
@@ -439,7 +791,12 @@ def main():
     p.add_argument("--app-id", default=None, help="appID sent in requests (default: our facets URL)")
     p.add_argument("--app-id-path", default="/nevisfido/uaf/1.1/facets", help="appID as a path on this server")
     p.add_argument("--challenge-ttl", type=float, default=120.0)
+    p.add_argument("--token-ttl", type=float, default=300.0, help="seconds an out-of-band token lives")
+    p.add_argument("--signature-window", type=float, default=300.0,
+                   help="seconds a Device-Signature's creation time may differ from now")
     p.add_argument("--attestation-root", help="PEM trust anchor: basic full attestation required and checked")
+    p.add_argument("--link-base", default="https://tokenbridge.example/open",
+                   help="the link dispatcher's base (its answer: <link-base>?dispatchTokenResponse=...)")
     p.add_argument("--port-file", help="write the chosen port here once listening")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()

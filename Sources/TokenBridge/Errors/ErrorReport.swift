@@ -28,6 +28,7 @@ public struct ErrorReport: Equatable, Sendable {
     case let e as ConfigurationError: self = Self.configuration(e)
     case let e as BackendError: self = Self.backend(e)
     case let e as LocalDataError: self = Self.localData(e)
+    case let e as DeviceServiceError: self = Self.device(e)
     case InteractionError.cancelled: self.init(status: .cancelled, message: "Cancelled.")
     case InteractionError.timedOut:
       self.init(status: .timedOut, message: "No answer within the time allowed; nothing was changed.")
@@ -134,6 +135,16 @@ public struct ErrorReport: Equatable, Sendable {
           message: "The payload's redeem URL \(shown(url)) is not https (http only on this machine's loopback); "
             + "nothing was contacted.")
       }
+    case .device(let d): return device(d)
+    case .declined: return .init(status: .declined, message: "Not confirmed; nothing was changed.")
+    case .differentKey(let id, let expected, let found):
+      return .init(
+        status: .differentKey,
+        message: expected == found
+          ? "The key that came back has the same AAGUID but does not know \(id)'s credentials: it is another key of "
+            + "the same model. Nothing was reset. Plug in \(id) alone and run again."
+          : "The key that came back (AAGUID \(found)) is not \(id) (AAGUID \(expected)). Nothing was reset. "
+            + "Plug in \(id) alone and run again.")
     case .unexpected(let type):
       return .init(status: .failure, message: "Unexpected error (\(type)). Please report it with the command you ran.")
     }
@@ -157,8 +168,9 @@ public struct ErrorReport: Equatable, Sendable {
     if t.kind == .fido2 {
       return .init(
         status: .pinBlocked,
-        message: "The PIN of \(t.id) is blocked. A FIDO2 key has no PUK: only a reset of the key, which erases "
-          + "every credential on it (and the registrations made with them), makes it usable again.")
+        message: "The PIN of \(t.id) is blocked. A FIDO2 key has no PUK: the only way back is "
+          + "`tokenbridge fido2 reset --token \(t.id)`, which erases every credential on the key (and the "
+          + "registrations made with them: it lists them first and deregisters them).")
     }
     return .init(
       status: .pinBlocked,
@@ -198,6 +210,11 @@ public struct ErrorReport: Equatable, Sendable {
       return .init(status: .pinNotSet, message: "The key wants a new PIN before it is used: tokenbridge pin change")
     case .cancelled: return .init(status: .cancelled, message: "Cancelled; nothing was done.")
     case .touchTimeout: return .init(status: .timedOut, message: "The key was not touched in time; nothing was done.")
+    case .resetNotAllowed:
+      return .init(
+        status: .resetWindowMissed,
+        message: "The key refused the reset: a key takes it only within a few seconds (10 in CTAP 2.1) of being "
+          + "plugged in. Nothing was erased. Run again and touch the key as soon as it is back.")
     case .touchDenied:
       return .init(status: .cancelled, message: "The key refused the request (touch denied); nothing was done.")
     case .fido2(let code, let op):
@@ -294,6 +311,7 @@ public struct ErrorReport: Equatable, Sendable {
     case .overwriteSlot(let s): "Slot \(s) already holds a key; generating replaces it for good."
     case .forgetLocally: "The server no longer knows this registration. Delete it locally?"
     case .outOfBand(let op, let server): "About to run a \(name(op)) at \(shown(server)), as the QR code or link asks."
+    case .deviceSync(let deletions): "The sync will delete \(deletions) item(s) as listed above."
     }
   }
 

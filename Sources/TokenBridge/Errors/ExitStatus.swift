@@ -28,6 +28,9 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
   case payloadAlreadyRedeemed = 29
   case payloadNotDecryptable = 30
   case payloadMalformed = 31
+  case declined = 32
+  case resetWindowMissed = 33
+  case differentKey = 34
   case usage = 64
 
   public var meaning: String {
@@ -38,7 +41,8 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case .noToken: "no token, or not the one named with --token, or several and no terminal to choose"
     case .serviceUnavailable: "the PC/SC service (pcscd) is not running"
     case .wrongPIN: "wrong PIN/PUK and no more input to try again (--pin-fd)"
-    case .pinBlocked: "the PIN is blocked (unblock it with the PUK: tokenbridge pin unblock)"
+    case .pinBlocked:
+      "the PIN is blocked (PIV: unblock it with the PUK, tokenbridge pin unblock; FIDO2: only tokenbridge fido2 reset)"
     case .pukBlocked: "the PUK is blocked (only a reset of the PIV application helps)"
     case .policyViolation: "the new PIN/PUK breaks the policy and no more input to try again"
     case .tokenRemoved: "the token was removed during the operation"
@@ -60,6 +64,9 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case .payloadAlreadyRedeemed: "the out-of-band token was used already"
     case .payloadNotDecryptable: "the out-of-band payload is encrypted for a key this client does not hold"
     case .payloadMalformed: "the out-of-band payload (QR code, link, push) is malformed"
+    case .declined: "a destructive operation (FIDO2 reset, credential deletion) was not confirmed as asked"
+    case .resetWindowMissed: "the FIDO2 key refused the reset: too long since it was plugged in (nothing erased)"
+    case .differentKey: "the FIDO2 key that came back after the replug is another key (nothing reset)"
     case .usage: "bad arguments"
     }
   }

@@ -48,6 +48,14 @@ public enum OperationError: Error, Equatable, Sendable {
   case usernameMismatch(asked: String, got: String)
   /// An out-of-band payload or its token could not be used.
   case outOfBand(OutOfBandError)
+  /// The dispatch-target or device service failed (device change/check/sync, pending operations).
+  case device(DeviceServiceError)
+  /// A destructive operation (FIDO2 reset, credential deletion) was not confirmed as asked (the key id not
+  /// typed in full); nothing was changed.
+  case declined
+  /// The FIDO2 key that came back after the replug is not the one chosen for the reset (`token`): another
+  /// AAGUID, or (same AAGUID) it does not know the chosen key's credentials. Nothing was reset.
+  case differentKey(token: String, expectedAAGUID: String, foundAAGUID: String)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
 }

@@ -45,6 +45,8 @@ public enum Confirmation: Equatable, Sendable {
   case forgetLocally
   /// Run the operation an out-of-band payload names, at its server.
   case outOfBand(UAFOperation, server: String)
+  /// Run a device-information sync that deletes this many items (listed before the question).
+  case deviceSync(deletions: Int)
 }
 
 /// A secret typed by the user (PIN, PUK, password): wiped when released. Not `Sendable`: one owner.

@@ -50,6 +50,19 @@ extension LocalData {
           DELETE FROM authenticator WHERE state = 'abandoned';
           """)
     }
+    // The device's push token (FCM registration token; NULL: push disabled) and the dispatch targets this device
+    // created, one per account (server, username), by the id the server gave.
+    m.registerMigration("v4-dispatch-targets") { db in
+      try db.execute(
+        sql: """
+          ALTER TABLE device ADD COLUMN pushToken TEXT;
+          CREATE TABLE dispatchTarget (
+            id TEXT PRIMARY KEY,
+            server TEXT NOT NULL,
+            username TEXT NOT NULL,
+            UNIQUE (server, username));
+          """)
+    }
     return m
   }
 }

@@ -55,6 +55,8 @@ public struct DeviceInformation: Codable, Equatable, Sendable, FetchableRecord, 
   public static let databaseTableName = "device"
   public var deviceID: String
   public var name: String
+  /// The push token (FCM registration token) the dispatch targets carry; nil: push disabled.
+  public var pushToken: String?
 }
 
 public enum LocalDataError: Error, Equatable, Sendable {
@@ -153,8 +155,9 @@ public final class LocalData: Sendable {
     if registered > 0, existing == nil {
       let host = ProcessInfo.processInfo.hostName
       try DeviceInformation(deviceID: UUID().uuidString.lowercased(), name: "TokenBridge on \(host)").insert(db)
-    } else if registered == 0, existing != nil {
+    } else if registered == 0, existing != nil, try !hasPending(db) {
       try DeviceInformation.deleteAll(db)
+      try db.execute(sql: "DELETE FROM dispatchTarget")
     }
   }
 

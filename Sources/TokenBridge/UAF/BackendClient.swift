@@ -158,8 +158,9 @@ public final class BackendClient: Sendable {
   }
 
   /// POST SendUAFResponse; returns normally only for 1200.
-  public func sendResponse(_ op: UAFOperation, _ message: String) throws(BackendError) {
-    let answer: ServerResponse = try post(Self.path(op, request: false), SendUAFResponse(uafResponse: message))
+  public func sendResponse(_ op: UAFOperation, _ message: String, context: String? = nil) throws(BackendError) {
+    let answer: ServerResponse = try post(
+      Self.path(op, request: false), SendUAFResponse(uafResponse: message, context: context))
     guard answer.statusCode == UAFStatus.ok else {
       throw .uafStatus(answer.statusCode, description: answer.description)
     }

@@ -49,6 +49,15 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
     _ body: ([UInt8]) throws(TokenError) -> T
   ) throws(OperationError) -> T {
+    try Self.withPIN(
+      key: key, timeout: timeout, purpose: purpose, transaction: transaction, verifier: verifier, body)
+  }
+
+  /// `withPIN` for any FIDO2 key (credential management uses it too).
+  static func withPIN<T>(
+    key: DiscoveredFIDO2, timeout: Double, purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
+    _ body: ([UInt8]) throws(TokenError) -> T
+  ) throws(OperationError) -> T {
     // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read after each failure.
     let info: FIDO2Info
     if let known = key.info.fido2 {
@@ -58,8 +67,6 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     }
     guard info.pinIsSet else { throw .token(.pinNotSet) }
     guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
-    let key = self.key
-    let timeout = self.timeout
     let engine = PinAttempts(
       token: key.info, kind: .pin, known: key.info.pin,
       readStatus: { () throws(TokenError) in try key.session.pinStatus() },

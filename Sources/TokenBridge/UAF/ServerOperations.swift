@@ -7,6 +7,10 @@ import UAFCore
 public struct ServerOperations {
   public let backend: BackendClient
   public var client: UAFClient
+  /// Told when an account's dispatch target could not be made after its registration (the registration stands;
+  /// `device check` shows MissingDeviceInformationInServer, `device sync` makes it) or not deleted at the server
+  /// after its last deregistration (`device check` … MissingDeviceInformationInMobileDevice).
+  public var dispatchTargetFailed: ((DeviceServiceError) -> Void)?
 
   public init(
     configuration: Configuration, server: String, facetID: String?, localData: LocalData, tokens: [DiscoveredToken],
@@ -32,13 +36,28 @@ public struct ServerOperations {
       throw .message(.unexpectedOperation(expected: .reg, got: result.op))
     }
     do {
-      try backend.sendResponse(.reg, response)
+      try backend.sendResponse(.reg, response, context: registrationContext())
     } catch {
       try? client.localData.abandon(keyID)
       throw .backend(error)
     }
     do { try client.localData.confirmRegistration(keyID) } catch { throw .localData(error) }
+    makeDispatchTarget(username: username)
     return keyID
+  }
+
+  /// The registration response's context: this device's id (see `DeviceWire.registrationContext`).
+  func registrationContext() -> String? {
+    guard let d = try? client.localData.deviceIdentity() else { return nil }
+    return DeviceWire.registrationContext(deviceID: d.deviceID)
+  }
+
+  /// Makes the account's dispatch target after a confirmed registration (best-effort: failures are reported).
+  func makeDispatchTarget(username: String) {
+    do {
+      try DeviceInformationOperations(localData: client.localData, configuration: client.configuration)
+        .ensureDispatchTarget(server: backend.origin, username: username)
+    } catch { dispatchTargetFailed?(error) }
   }
 
   /// Authenticates (`username` nil: username-less, the user picks an account). `transactionText` asks the
@@ -68,10 +87,28 @@ public struct ServerOperations {
     if let keyID { context["keyID"] = keyID }
     let message: String
     do { message = try backend.requestMessage(.dereg, context: context) } catch { throw .backend(error) }
-    return try client.process(
+    let target = try? client.localData.dispatchTargets(server: backend.origin).first { $0.username == username }
+    let removed = try client.process(
       message, expecting: .init(op: .dereg, username: username, keyID: keyID), verifier: verifier,
       accountSelector: nil
     ).removed
+    if let target { removeDispatchTarget(target) }
+    return removed
+  }
+
+  /// Once an account has no registration left here, its dispatch target goes too (best-effort at the server: one
+  /// left there shows as MissingDeviceInformationInMobileDevice, which `device sync` deletes).
+  func removeDispatchTarget(_ target: DispatchTargetRecord) {
+    let data = client.localData
+    guard (try? data.authenticators(server: target.server, username: target.username))?.isEmpty == true else { return }
+    do {
+      let keys = try data.deviceKeys()
+      try DeviceService(server: target.server, timeout: client.configuration.networkTimeout)
+        .deleteTarget(target.id, keys: keys)
+    } catch let e as DeviceServiceError { dispatchTargetFailed?(e) } catch let e as LocalDataError {
+      dispatchTargetFailed?(.localData(e))
+    } catch {}
+    try? data.removeDispatchTarget(target.id)
   }
 
   /// Redeems an out-of-band token (QR/link/push payload) and runs the operation it names; the request the
@@ -91,12 +128,15 @@ public struct ServerOperations {
     let result = try client.process(
       message, expecting: .init(op: payload.operation), verifier: verifier, accountSelector: accountSelector)
     if let response = result.responseMessage {
-      do { try backend.sendResponse(result.op, response) } catch {
+      do {
+        try backend.sendResponse(result.op, response, context: result.op == .reg ? registrationContext() : nil)
+      } catch {
         if let k = result.pendingKeyID { try? client.localData.abandon(k) }
         throw .backend(error)
       }
       if let k = result.pendingKeyID {
         do { try client.localData.confirmRegistration(k) } catch { throw .localData(error) }
+        if let u = result.username { makeDispatchTarget(username: u) }
       }
     }
     return result

@@ -20,6 +20,8 @@ public struct UAFEnvironment {
   public let localData: LocalData
   /// Registrations left pending by a run that is gone (crash, kill -9), repaired when this was opened.
   public let repaired: [AuthenticatorRecord]
+  /// Told when an account's dispatch target could not be made or removed (see `ServerOperations`).
+  public var dispatchTargetFailed: ((DeviceServiceError) -> Void)?
 
   public init(configuration: Configuration? = nil, dataDirectory: URL = Configuration.dataDirectory)
     throws(OperationError)
@@ -67,6 +69,7 @@ public struct UAFEnvironment {
       configuration: configuration, server: try self.server(server), facetID: facetID, localData: localData,
       tokens: tokens.piv, fido2Keys: tokens.fido2)
     ops.client.authenticatorSelector = authenticatorSelector
+    ops.dispatchTargetFailed = dispatchTargetFailed
     return ops
   }
 
@@ -78,6 +81,11 @@ public struct UAFEnvironment {
   {
     try operations(
       server: payload.serverOrigin, facetID: nil, tokens: tokens, authenticatorSelector: authenticatorSelector)
+  }
+
+  /// The device-information operations (change, check, sync, pending) over this local data.
+  public var device: DeviceInformationOperations {
+    DeviceInformationOperations(localData: localData, configuration: configuration)
   }
 
   /// The x-callback target to open after the operation (`success`, `error` or `cancel`), or why it is refused.

@@ -25,6 +25,12 @@ public struct FIDO2Info: Sendable, Equatable, Codable {
   public var aaguid: String
   /// Built-in UV tries left (keys with `uv` only; read by discovery).
   public var uvRetries: Int?
+  /// How many more discoverable credentials fit (getInfo 0x14, CTAP 2.1); nil when the key does not say.
+  public var remainingDiscoverableCredentials: Int?
+  /// Firmware version (getInfo 0x0E); nil when the key does not say.
+  public var firmwareVersion: UInt64?
+  /// Largest message the key takes (getInfo 0x05), bytes; nil when the key does not say.
+  public var maxMsgSize: UInt64?
 
   public var pinIsSet: Bool { options["clientPin"] == true }
   public var supportsPIN: Bool { options["clientPin"] != nil }
@@ -189,7 +195,11 @@ public final class FIDO2Session {
       extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
       options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
       forcePINChange: fido_cbor_info_new_pin_required(ci),
-      aaguid: aaguid.hexString.replacingOccurrences(of: " ", with: ""))
+      aaguid: aaguid.hexString.replacingOccurrences(of: " ", with: ""),
+      remainingDiscoverableCredentials: fido_cbor_info_rk_remaining(ci) >= 0
+        ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
+      firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,
+      maxMsgSize: fido_cbor_info_maxmsgsiz(ci) > 0 ? fido_cbor_info_maxmsgsiz(ci) : nil)
   }
 
   /// PIN tries left (getPINRetries; spends none).

@@ -15,6 +15,7 @@ public final class CTAPHIDServer: @unchecked Sendable {
   var connections: Set<Int32> = []
   var listener: Int32 = -1
   var stopped = false
+  var replugging = false
   /// Log every complete CTAPHID request (`Tools/bench` counts them).
   public var logRequests: Bool {
     get { engine.logRequests }
@@ -27,14 +28,15 @@ public final class CTAPHIDServer: @unchecked Sendable {
     self.log = log
   }
 
-  /// Unplug and plug back in: the connection drops, volatile state is lost (power cycle).
+  /// Unplug and plug back in, as a USB key does: the connections drop, the socket file disappears (unplug),
+  /// then a new one is made (plug) and the key powers up: volatile state is lost and the reset window starts.
+  /// A client waits for the re-insert by watching the socket's directory (inotify), as for a hidraw node.
   public func replug() {
-    engine.powerCycle {
-      lock.withLock {
-        for c in connections { shutdown(c, Int32(SHUT_RDWR)) }
-      }
+    lock.withLock {
+      replugging = true
+      for c in connections { shutdown(c, Int32(SHUT_RDWR)) }
+      if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
     }
-    log("replugged (power cycle)")
   }
 
   public func stop() {
@@ -45,42 +47,78 @@ public final class CTAPHIDServer: @unchecked Sendable {
     }
   }
 
+  /// Serves until `stop()`; each `replug()` removes the socket file and makes it again.
   public func run() throws {
+    var first = true
+    while true {
+      let s = try listenSocket()
+      if !first {
+        engine.powerCycle()
+        log("replugged (power cycle)")
+      }
+      first = false
+      lock.withLock { listener = s }
+      while !lock.withLock({ stopped || replugging }) {
+        let c = accept(s, nil, nil)
+        if c < 0 { continue }
+        lock.withLock { _ = connections.insert(c) }
+        // Each open of the device is a connection; like HID, several may be open at once.
+        Thread { [self] in
+          serve(c)
+          lock.withLock { _ = connections.remove(c) }
+          close(c)
+        }.start()
+      }
+      close(s)
+      unlink(path)
+      let again = lock.withLock {
+        listener = -1
+        defer { replugging = false }
+        return !stopped
+      }
+      guard again else { return }
+      log("unplugged")
+      // The connections end before the key comes back (a USB key is off the bus for a moment too); one that
+      // lingers (its thread still in a request) never holds the plug-in back for more than a second.
+      for _ in 0..<200 where !lock.withLock({ connections.isEmpty }) { usleep(5_000) }
+      usleep(50_000)
+    }
+  }
+
+  /// Binds and listens under a temporary name, then renames it into place: the socket file appears (one
+  /// inotify IN_MOVED_TO) only once it accepts connections.
+  func listenSocket() throws -> Int32 {
+    let path = self.path + ".new"
     unlink(path)
+    unlink(self.path)
     let s = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
     guard s >= 0 else { throw POSIXError(.EIO) }
     var addr = sockaddr_un()
     addr.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw POSIXError(.ENAMETOOLONG) }
+    guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+      close(s)
+      throw POSIXError(.ENAMETOOLONG)
+    }
     withUnsafeMutableBytes(of: &addr.sun_path) { raw in
       for (i, b) in bytes.enumerated() { raw[i] = b }
     }
     let rc = withUnsafePointer(to: &addr) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }
-    guard rc == 0, listen(s, 4) == 0 else { throw POSIXError(.EADDRINUSE) }
-    lock.withLock { listener = s }
-    while !lock.withLock({ stopped }) {
-      let c = accept(s, nil, nil)
-      if c < 0 { continue }
-      lock.withLock { _ = connections.insert(c) }
-      // Each open of the device is a connection; like HID, several may be open at once.
-      Thread { [self] in
-        serve(c)
-        lock.withLock { _ = connections.remove(c) }
-        close(c)
-      }.start()
+    guard rc == 0, listen(s, 4) == 0, rename(path, self.path) == 0 else {
+      close(s)
+      unlink(path)
+      throw POSIXError(.EADDRINUSE)
     }
-    close(s)
-    unlink(path)
+    return s
   }
 
   func serve(_ c: Int32) {
     let port = engine.openPort { frame in
       _ = frame.withUnsafeBytes { Glibc.send(c, $0.baseAddress, frame.count, Int32(MSG_NOSIGNAL)) }
     }
-    defer { port.close() }
+    defer { port.close() }  // the host went away: a request waiting for a touch on this connection ends now
     var buf = [UInt8](repeating: 0, count: 128)
     while true {
       let n = buf.withUnsafeMutableBytes { recv(c, $0.baseAddress, 128, 0) }

@@ -12,6 +12,11 @@ public struct FIDO2State: Codable, Equatable, Sendable {
     public var hmacSecret: Bool
     /// Discoverable (resident) credential; nil in states written before the option existed.
     public var resident: Bool?
+    /// What makeCredential named (kept for credential management); nil in older states.
+    public var rpID: String?
+    public var rpName: String?
+    public var userName: String?
+    public var userDisplayName: String?
   }
 
   /// LEFT(SHA-256(PIN), 16); nil: no PIN set.
@@ -24,6 +29,11 @@ public struct FIDO2State: Codable, Equatable, Sendable {
   public var credentials: [Credential]
 
   public static let maxRetries = 8
+  /// How many discoverable credentials the key holds at most (getInfo remainingDiscoverableCredentials).
+  public static let maxResident = 25
+
+  /// Discoverable credentials stored.
+  public var residentCount: Int { credentials.filter { $0.resident == true }.count }
 
   public static func factory() -> FIDO2State {
     FIDO2State(
@@ -56,6 +66,7 @@ enum CTAP2Status: UInt8 {
   case invalidCBOR = 0x12
   case missingParameter = 0x14
   case credentialExcluded = 0x19
+  case keyStoreFull = 0x28
   case unsupportedAlgorithm = 0x26
   case operationDenied = 0x27
   case unsupportedOption = 0x2B

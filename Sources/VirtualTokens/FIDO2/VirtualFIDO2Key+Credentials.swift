@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// authenticatorMakeCredential / authenticatorGetAssertion (CTAP 2.1 §6.1, §6.2) with ES256 and hmac-secret
-/// (§12.5). Credentials are non-resident (the ID is a random handle into the state file).
+/// (§12.5). A credential ID is a random handle into the state file; discoverable (rk) credentials also keep the
+/// RP and user names for credential management.
 extension VirtualFIDO2Key {
   func makeCredential(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let cdh = p[int: 1]?.bytes, let rp = p[int: 2], let rpID = rp[text: "id"]?.text, let user = p[int: 3],
@@ -26,13 +27,25 @@ extension VirtualFIDO2Key {
         return .failure(.init(.credentialExcluded))
       }
     }
+    // A discoverable credential for the same RP and user replaces the old one (CTAP 2.1 §6.1.2 step 17).
+    let replaces = { (c: FIDO2State.Credential) in
+      c.resident == true && c.rpIDHash == rpHash && c.userID == Data(userID)
+    }
+    if resident, !state.credentials.contains(where: replaces), state.residentCount >= FIDO2State.maxResident {
+      return .failure(.init(.keyStoreFull))
+    }
     if case .failure(let e) = touch() { return .failure(e) }
     let hmac = p[int: 6]?[text: "hmac-secret"]?.bool == true
     let key = P256.Signing.PrivateKey()
-    let cred = FIDO2State.Credential(
+    var cred = FIDO2State.Credential(
       id: Data(randomBytes(32)), rpIDHash: rpHash, privateKey: key.rawRepresentation,
       credRandomWithUV: Data(randomBytes(32)), credRandomWithoutUV: Data(randomBytes(32)), userID: Data(userID),
       hmacSecret: hmac, resident: resident)
+    cred.rpID = rpID
+    cred.rpName = rp[text: "name"]?.text
+    cred.userName = user[text: "name"]?.text
+    cred.userDisplayName = user[text: "displayName"]?.text
+    if resident { state.credentials.removeAll(where: replaces) }
     state.credentials.append(cred)
     state.signCount += 1
     changed()
@@ -59,7 +72,9 @@ extension VirtualFIDO2Key {
   func getAssertion(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let rpID = p[int: 1]?.text, let cdh = p[int: 2]?.bytes else { return .failure(.init(.missingParameter)) }
     let uv: Bool
-    switch verifyToken(p, paramKey: 6, protocolKey: 7, cdh: cdh, permission: 0x02, rpID: rpID) {
+    switch verifyToken(
+      p, paramKey: 6, protocolKey: 7, cdh: cdh, permission: 0x02, rpID: rpID, requiredWithPIN: false)
+    {
     case .success(let v): uv = v
     case .failure(let e): return .failure(e)
     }

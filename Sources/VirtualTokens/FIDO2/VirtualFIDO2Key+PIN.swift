@@ -102,7 +102,8 @@ extension VirtualFIDO2Key {
     if withPermissions {
       guard let perm = p[int: 9]?.int, perm > 0, perm <= 0xFF else { return .failure(.init(.missingParameter)) }
       permissions = UInt8(perm)
-      guard permissions & ~0x03 == 0 else { return .failure(.init(.unauthorizedPermission)) }
+      // mc (0x01), ga (0x02), cm (0x04: credential management); no be, lbw, acfg.
+      guard permissions & ~0x07 == 0 else { return .failure(.init(.unauthorizedPermission)) }
     } else if p[int: 9] != nil || p[int: 10] != nil {
       return .failure(.init(.invalidParameter))
     }
@@ -119,11 +120,14 @@ extension VirtualFIDO2Key {
   }
 
   /// Checks pinUvAuthParam of makeCredential/getAssertion; returns whether the user was verified.
-  func verifyToken(_ p: CBOR, paramKey: Int, protocolKey: Int, cdh: [UInt8], permission: UInt8, rpID: String)
-    -> Result<Bool, CTAP2Error>
-  {
+  /// Without pinUvAuthParam: makeCredential on a key with a PIN wants one (PUAT_REQUIRED, no makeCredUvNotRqd);
+  /// getAssertion goes on without user verification (CTAP 2.1 §6.2.2: only alwaysUv would refuse it).
+  func verifyToken(
+    _ p: CBOR, paramKey: Int, protocolKey: Int, cdh: [UInt8], permission: UInt8, rpID: String,
+    requiredWithPIN: Bool = true
+  ) -> Result<Bool, CTAP2Error> {
     guard let param = p[int: paramKey]?.bytes else {
-      return state.pinHash == nil ? .success(false) : .failure(.init(.puatRequired))
+      return state.pinHash == nil || !requiredWithPIN ? .success(false) : .failure(.init(.puatRequired))
     }
     guard let version = p[int: protocolKey]?.int, version == 1 || version == 2 else {
       return .failure(.init(.missingParameter))

@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// A CTAP 2.1 authenticator (getInfo, clientPIN protocols 1 and 2, makeCredential/getAssertion with ES256 and
-/// hmac-secret, reset), written from the CTAP 2.1 specification; shares no code with the client.
+/// hmac-secret and discoverable credentials, credential management, reset), written from the CTAP 2.1
+/// specification; shares no code with the client.
 public final class VirtualFIDO2Key: @unchecked Sendable {
   public internal(set) var state: FIDO2State
   public var onStateChange: ((FIDO2State) -> Void)?
@@ -20,6 +21,9 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   var consecutiveFailures = 0
   var powerCycleRequired = false
   var poweredAt = Date()
+  /// Credential management enumerations in progress (the items the "next" subcommands still return).
+  var rpQueue: [CBOR] = []
+  var credentialQueue: [CBOR] = []
   let touchLock = NSLock()
   var touchEvent: TouchEvent?
 
@@ -34,6 +38,8 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
     consecutiveFailures = 0
     powerCycleRequired = false
     poweredAt = Date()
+    rpQueue = []
+    credentialQueue = []
   }
 
   func changed() { onStateChange?(state) }
@@ -54,6 +60,7 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
     case 0x01: result = makeCredential(params)
     case 0x02: result = getAssertion(params)
     case 0x07: result = reset()
+    case 0x0A, 0x41: result = credentialManagement(params)
     case 0x0B: result = touch().map { nil }
     default: result = .failure(.init(.invalidCommand))
     }
@@ -65,20 +72,22 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
 
   func info() -> CBOR {
     .map(
-      (.int(1), .array([.text("FIDO_2_0"), .text("FIDO_2_1")])),
+      (.int(1), .array([.text("FIDO_2_0"), .text("FIDO_2_1_PRE"), .text("FIDO_2_1")])),
       (.int(2), .array([.text("hmac-secret")])),
       (.int(3), .bytes(Array(state.aaguid))),
       (
         .int(4),
         .map(
           (.text("rk"), .bool(true)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
-          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(true))
+          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(true)),
+          (.text("credMgmt"), .bool(true)), (.text("credentialMgmtPreview"), .bool(true))
         )
       ),
       (.int(5), .int(1200)),
       (.int(6), .array([.int(2), .int(1)])),
       (.int(12), .bool(state.forcePINChange)),
-      (.int(13), .int(state.minPINLength)))
+      (.int(13), .int(state.minPINLength)),
+      (.int(0x14), .int(FIDO2State.maxResident - state.residentCount)))
   }
 
   /// Waits for the simulated touch. With `.wait`, KEEPALIVE UP_NEEDED goes out every 100 ms until a touch,

@@ -18,9 +18,16 @@ struct UAFContext {
   let options: GlobalOptions
 
   init(_ options: GlobalOptions) throws {
-    env = try UAFEnvironment()
+    var env = try UAFEnvironment()
     self.options = options
-    prompter = options.prompter()
+    let prompter = options.prompter()
+    env.dispatchTargetFailed = { e in
+      prompter.say(
+        "tokenbridge: the account's dispatch target at the server was not made or removed (tokenbridge device check "
+          + "shows it): \(ErrorReport(e).message)")
+    }
+    self.env = env
+    self.prompter = prompter
     if !env.repaired.isEmpty {
       prompter.say(
         "tokenbridge: \(env.repaired.count) interrupted registration(s) cleaned up; their slots will be reused.")
@@ -242,6 +249,7 @@ struct Info: ParsableCommand {
       let device = try? LocalData().deviceInformation()
       let info: [String: String] = [
         "deviceID": device?.deviceID ?? "(none: no registration yet)", "deviceName": device?.name ?? "(none)",
+        "devicePushToken": device.map { $0.pushToken ?? "(none: push disabled)" } ?? "(none)",
         "version": TokenBridgeVersion.string, "server": server ?? "(none)", "facetID": facet ?? "(none)",
         "pivAAID": config.pivAAID, "fido2AAID": config.fido2AAID, "configuration": Configuration.file.path,
         "localData": Configuration.dataDirectory.appendingPathComponent("tokenbridge.sqlite").path,

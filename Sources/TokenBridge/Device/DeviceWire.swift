@@ -1,0 +1,132 @@
+import Foundation
+
+/// Every wire choice of the dispatch-target and device services made where the backend contract
+/// (specs/backend-contract.md §3.1, §3.5, "Decisions") is silent or unconfirmed, in one place so each can follow
+/// the real nevisFIDO later. The reference relying party (Tools/rp) serves the same.
+public enum DeviceWire {
+  // MARK: Paths
+
+  /// Dispatch Target Service (§3.1, confirmed): create (POST), modify (PATCH …/{id}), delete (DELETE …/{id}).
+  static let dispatchTargets = "/nevisfido/token/dispatch/targets"
+  /// Get Device Credentials (§3.5, confirmed path): GET with `Device-Signature`.
+  static func credentials(_ deviceID: String) -> String { "/nevisfido/devices/credentials/\(escaped(deviceID))" }
+  /// Choice: one credential of the device is deleted with DELETE on the credentials path plus `?aaid=&keyId=`.
+  static func credential(_ deviceID: String) -> String { credentials(deviceID) }
+  /// Choice (contract "Decisions"): pending out-of-band operations, GET with `Device-Signature`.
+  static func operations(_ deviceID: String) -> String { "/nevisfido/devices/\(escaped(deviceID))/operations" }
+
+  static func escaped(_ s: String) -> String {
+    s.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? s
+  }
+
+  // MARK: Headers
+
+  static let signatureHeader = "Device-Signature"
+  static let json = "application/json"
+  static let jose = "application/jose;charset=UTF-8"
+
+  // MARK: Dispatchers (§3.2 names)
+
+  /// The dispatcher of a target with a push token (FCM registration token).
+  static let pushDispatcher = "firebase-cloud-messaging"
+  /// Choice: a target without a push token gets the `link` dispatcher (the server can still make links/QR codes).
+  static let noPushDispatcher = "link"
+
+  // MARK: Bodies
+
+  /// Dispatch target creation (§3.1 fields). Choice: `signatureKey` and `encryptionKey` are serialized JWK JSON
+  /// (public P-256 keys: `kty`, `crv`, `x`, `y`, `use`); `target` is absent when push is disabled.
+  struct CreateTarget: Encodable {
+    var username: String
+    var name: String
+    var deviceId: String
+    var target: String?
+    var dispatcher: String
+    var signatureKey: String
+    var encryptionKey: String
+  }
+
+  struct CreatedTarget: Decodable {
+    var id: String
+    var extId: String?
+  }
+
+  /// The `Device-Signature` (and PATCH/DELETE body) JWS payload. The three first fields are the contract's
+  /// (§3.5); choice: a modification adds `name` and `target` (push token), with `disablePush` to remove it.
+  struct SignedPayload: Codable, Equatable {
+    var dispatchTargetId: String
+    var requestId: String
+    var creationTimeInEpochMillis: Int64
+    var name: String?
+    var target: String?
+    var disablePush: Bool?
+  }
+
+  /// Choice: the Get Device Credentials answer is plain JSON (not JOSE): the device's dispatch targets as the
+  /// server holds them and the UAF credentials linked to the device.
+  struct DeviceAnswer: Decodable {
+    struct Target: Decodable {
+      var id: String
+      var username: String
+      var name: String
+      var target: String?
+    }
+    struct Credential: Decodable {
+      var aaid: String
+      var keyId: String
+      var username: String
+    }
+    var dispatchTargets: [Target]
+    var credentials: [Credential]
+  }
+
+  /// Choice: the pending-operations answer. Each operation carries the SDK's PendingOutOfBandOperation fields
+  /// (`creationTimeInEpochMillis`, `dispatchChannel`, `payload` — the out-of-band payload JSON object of §4 —
+  /// and `dispatchInformation`) plus an `id` (the dispatch's session id) to pick it by.
+  struct OperationsAnswer: Decodable {
+    var operations: [Operation]
+    struct Operation: Decodable {
+      var id: String
+      var creationTimeInEpochMillis: Int64
+      var dispatchChannel: String?
+      var dispatchInformation: String?
+      var payload: RawJSON
+    }
+  }
+
+  /// Choice: the registration response's `context` (SendUAFResponse, §1.2) carries `{"deviceId": …}`, which is
+  /// how the server links the new credential to this device (contract open question 4).
+  static func registrationContext(deviceID: String) -> String {
+    String(decoding: (try? JSONEncoder().encode(["deviceId": deviceID])) ?? Data(), as: UTF8.self)
+  }
+}
+
+/// A JSON value kept as its bytes (the out-of-band payload of a pending operation, handed on unchanged).
+struct RawJSON: Decodable {
+  var bytes: [UInt8]
+  init(from decoder: Decoder) throws {
+    let value = try decoder.singleValueContainer().decode(AnyJSON.self)
+    bytes = Array((try? JSONSerialization.data(withJSONObject: value.object, options: [.fragmentsAllowed])) ?? Data())
+  }
+}
+
+/// Decodes any JSON into Foundation objects (for `RawJSON`).
+struct AnyJSON: Decodable {
+  var object: Any
+  init(from decoder: Decoder) throws {
+    let c = try decoder.singleValueContainer()
+    if c.decodeNil() {
+      object = NSNull()
+    } else if let b = try? c.decode(Bool.self) {
+      object = b
+    } else if let n = try? c.decode(Double.self) {
+      object = n
+    } else if let s = try? c.decode(String.self) {
+      object = s
+    } else if let a = try? c.decode([AnyJSON].self) {
+      object = a.map(\.object)
+    } else {
+      object = try c.decode([String: AnyJSON].self).mapValues(\.object)
+    }
+  }
+}

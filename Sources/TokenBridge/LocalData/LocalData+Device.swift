@@ -1,0 +1,81 @@
+import Foundation
+import GRDB
+
+/// A dispatch target this device created at a server for one account (the SDK's idUsernamePair).
+public struct DispatchTargetRecord: Codable, Equatable, Sendable, FetchableRecord, PersistableRecord {
+  public static let databaseTableName = "dispatchTarget"
+  public var id: String
+  public var server: String
+  public var username: String
+
+  public init(id: String, server: String, username: String) {
+    self.id = id
+    self.server = server
+    self.username = username
+  }
+}
+
+/// What `device change` does to the push token.
+public enum PushTokenChange: Equatable, Sendable {
+  case keep
+  case set(String)
+  case disable
+}
+
+extension LocalData {
+  func hasPending(_ db: Database) throws -> Bool {
+    try AuthenticatorRecord.filter(Column("state") == AuthenticatorRecord.State.pending.rawValue).fetchCount(db) > 0
+  }
+
+  /// The device information, made now if there is none yet (a registration about to be sent needs the device
+  /// id; if it fails, the device information goes again with the last registration).
+  public func deviceIdentity() throws(LocalDataError) -> DeviceInformation {
+    try write { db in
+      if let d = try DeviceInformation.fetchOne(db) { return d }
+      let d = DeviceInformation(
+        deviceID: UUID().uuidString.lowercased(), name: "TokenBridge on \(ProcessInfo.processInfo.hostName)")
+      try d.insert(db)
+      return d
+    }
+  }
+
+  /// The dispatch targets this device created (at one server, or everywhere).
+  public func dispatchTargets(server: String? = nil) throws(LocalDataError) -> [DispatchTargetRecord] {
+    try read { db in
+      var q = DispatchTargetRecord.all()
+      if let server { q = q.filter(Column("server") == server) }
+      return try q.order(Column("server"), Column("username")).fetchAll(db)
+    }
+  }
+
+  /// Records the dispatch target made for (server, username), replacing one recorded before for that account.
+  public func saveDispatchTarget(_ record: DispatchTargetRecord) throws(LocalDataError) {
+    try write { db in
+      try db.execute(
+        sql: "DELETE FROM dispatchTarget WHERE (server = ? AND username = ?) OR id = ?",
+        arguments: [record.server, record.username, record.id])
+      try record.insert(db)
+    }
+  }
+
+  public func removeDispatchTarget(_ id: String) throws(LocalDataError) {
+    try write { db in try db.execute(sql: "DELETE FROM dispatchTarget WHERE id = ?", arguments: [id]) }
+  }
+
+  /// Sets the device name and/or push token. Throws `notFound` when there is no device information (no
+  /// registration yet).
+  @discardableResult
+  public func changeDevice(name: String?, pushToken: PushTokenChange) throws(LocalDataError) -> DeviceInformation {
+    try write { db in
+      guard var d = try DeviceInformation.fetchOne(db) else { throw LocalDataError.notFound("device information") }
+      if let name { d.name = name }
+      switch pushToken {
+      case .keep: break
+      case .set(let t): d.pushToken = t
+      case .disable: d.pushToken = nil
+      }
+      try d.update(db)
+      return d
+    }
+  }
+}
