@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LAB = str(ROOT / "Tools" / "lab")
 BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
 NAME = f"pytest-{os.getpid()}"
+# A real token passed into the guest (opt-in: Tools/lab checks TOKENBRIDGE_HIL=1 and the serial allow-list).
+PASSTHROUGH = os.environ.get("LAB_PASSTHROUGH", "")
 _state = {}
 
 
@@ -32,7 +34,8 @@ def guest():
     reason = _lab_unavailable()
     if reason:
         pytest.skip(reason)
-    r = subprocess.run([LAB, "start", "--name", NAME], capture_output=True, text=True, timeout=400,
+    extra = ["--passthrough", PASSTHROUGH] if PASSTHROUGH else []
+    r = subprocess.run([LAB, "start", "--name", NAME, *extra], capture_output=True, text=True, timeout=400,
                        env={**os.environ, "TB_BIN": str(BIN)})
     if r.returncode != 0:
         pytest.skip(f"lab did not boot: {r.stderr.strip()[-300:]}")
