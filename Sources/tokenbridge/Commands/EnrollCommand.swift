@@ -18,6 +18,7 @@ struct Enroll: ParsableCommand {
 
   func validate() throws {
     guard (device == nil) != (reset == nil) else { throw ValidationError("give --device NAME or --reset KEY") }
+    if let reset, reset.isEmpty { throw ValidationError("--reset wants the key enroll printed") }
   }
 
   func run() throws {
@@ -65,10 +66,10 @@ struct Enroll: ParsableCommand {
             try PinOperation.setPIN.run(on: chosen, changer: prompter, interactionTimeout: options.timeout)
           }
         }
-        var server = ServerOptions()
-        server.server = settings.server
         let ctx = try UAFContext(scoped)
-        let keyID = try ctx.operations(server).register(username: username, verifier: ctx.prompter)
+        let ops = try ctx.env.operations(
+          server: settings.server, facetID: nil, tokens: try ctx.tokens(), authenticatorSelector: nil)
+        let keyID = try ops.register(username: username, verifier: prompter)  // one reader of --pin-fd
         try enrollment.remember("enrolled")
         Notification.send("Token enrolled", "\(tokenID) is registered for \(username) at \(settings.server).")
         if options.json {
