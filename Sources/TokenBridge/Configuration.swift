@@ -27,6 +27,8 @@ public struct Configuration: Equatable, Sendable {
   /// x-callback-url targets `tokenbridge oob` may open: custom schemes (`myapp:`) and https origins
   /// (`https://bank.example`); anything else is refused and named. Default: none.
   public var callbackAllowList: [String] = []
+  /// Enrollment when a token is plugged in (`tokenbridge enroll`, started by udev + systemd). Nil: none.
+  public var enroll: EnrollmentSettings?
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -49,7 +51,7 @@ public struct Configuration: Equatable, Sendable {
 
   /// The keys a configuration file may hold.
   public static let knownKeys = [
-    "attestationSlot", "callbackAllowList", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout",
+    "attestationSlot", "callbackAllowList", "enroll", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout",
     "networkTimeout",
     "pivAAID", "pivSlots", "server",
   ]
@@ -160,6 +162,8 @@ public struct Configuration: Equatable, Sendable {
       case "fido2ResidentKeys":
         guard case .bool(let b) = value else { throw bad("true or false") }
         c.fido2ResidentKeys = b
+      case "enroll":
+        c.enroll = try EnrollmentSettings.parse(value, path: path)
       default:
         throw .unknownKey(path: path, key: key, known: knownKeys)
       }
@@ -261,4 +265,59 @@ public enum ConfigurationError: Error, Equatable, Sendable {
   case noFacetID
   case insecureServer(String)
   case invalidServer(String)
+}
+
+/// `enroll` in the configuration: {"server": URL, "username": name (default: the login name),
+/// "onInsert": "ask" | "auto" | "off" (default ask), "prefer": "fido2" | "piv" (default fido2: no management key)}.
+public struct EnrollmentSettings: Equatable, Sendable {
+  public enum OnInsert: String, Sendable, CaseIterable { case ask, auto, off }
+  public enum Kind: String, Sendable, CaseIterable { case fido2, piv }
+  public var server: String
+  public var username: String?
+  public var onInsert: OnInsert = .ask
+  public var prefer: Kind = .fido2
+
+  public static let knownKeys = ["onInsert", "prefer", "server", "username"]
+
+  static func parse(_ value: JSONValue, path: String) throws(ConfigurationError) -> EnrollmentSettings {
+    guard case .object(let object) = value else {
+      throw .invalidValue(
+        path: path, key: "enroll", value: value.shown,
+        allowed: "an object: {\"server\": …, \"username\": …, "
+          + "\"onInsert\": \"ask|auto|off\", \"prefer\": \"fido2|piv\"}")
+    }
+    var server: String?
+    var e = EnrollmentSettings(server: "")
+    for key in object.keys.sorted() {
+      let v = object[key]!
+      func bad(_ allowed: String) -> ConfigurationError {
+        .invalidValue(path: path, key: "enroll.\(key)", value: v.shown, allowed: allowed)
+      }
+      switch key {
+      case "server":
+        guard case .string(let s) = v, Configuration.isServerURL(s) else {
+          throw bad("an https:// URL (http:// only for loopback: 127.0.0.0/8, ::1, localhost)")
+        }
+        server = s
+      case "username":
+        guard case .string(let s) = v, !s.isEmpty, s.utf8.count <= 128,
+          !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw bad("a username: 1 to 128 bytes without control characters") }
+        e.username = s
+      case "onInsert":
+        guard case .string(let s) = v, let o = OnInsert(rawValue: s) else { throw bad("\"ask\", \"auto\" or \"off\"") }
+        e.onInsert = o
+      case "prefer":
+        guard case .string(let s) = v, let k = Kind(rawValue: s) else { throw bad("\"fido2\" or \"piv\"") }
+        e.prefer = k
+      default:
+        throw .unknownKey(path: path, key: "enroll.\(key)", known: knownKeys)
+      }
+    }
+    guard let server else {
+      throw .invalidValue(path: path, key: "enroll.server", value: "missing", allowed: "the server to enroll at")
+    }
+    e.server = server
+    return e
+  }
 }

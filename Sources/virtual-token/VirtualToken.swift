@@ -12,7 +12,7 @@ struct VirtualToken: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "virtual-token",
     abstract: "Simulated hardware tokens for tests and demos.",
-    subcommands: [PIV.self, FIDO2.self])
+    subcommands: [PIV.self, FIDO2.self, USBIP.self])
 }
 
 struct PIV: ParsableCommand {
@@ -156,6 +156,104 @@ struct FIDO2: ParsableCommand {
       ], pidFile: pidFile)
     log("virtual FIDO2 key on \(socket) (state \(state))")
     do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }
+    withExtendedLifetime(sources) {}
+  }
+}
+
+struct USBIP: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "usbip",
+    abstract: "Serve virtual tokens as USB devices over USB/IP (for vhci-hcd: usbip attach -r HOST -b 1-N).",
+    discussion: """
+      Each --device is one USB device, bus id 1-1, 1-2, ... in order: fido (FIDO HID interface, the virtual \
+      CTAP 2.1 key), ccid (CCID interface, the virtual PIV card in its slot) or composite (both in one device). \
+      Device 1-N keeps its state in --state-dir as 1-N.fido.json / 1-N.piv.json (created factory-fresh). Each \
+      attach is a power-up (the FIDO2 reset window starts). Signals: SIGUSR1 takes the cards out of their \
+      CCID slots, SIGUSR2 puts them back, SIGHUP unplugs every attached device, SIGTERM/SIGINT stop.
+      """)
+
+  @Option(help: "Address to listen on: loopback only (127.0.0.0/8 or [::1]), port 3240 by default.")
+  var listen = "127.0.0.1:3240"
+  @Option(help: "A device to serve: fido, ccid or composite (repeat for several).")
+  var device: [String] = []
+  @Option(help: "Directory of the devices' state files.") var stateDir: String
+  @Option(help: "User presence of FIDO keys: auto, deny, timeout, wait (touch with SIGUSR2 of the fido2 command).")
+  var presence = "auto"
+  @Option(help: "Seconds after attach during which a FIDO2 reset is allowed.") var resetWindow: Double = 10
+  @Option(help: "Serial number of device 1-1 (PIV serial; the USB serial string); later devices count up.")
+  var serial: UInt32 = 20_000_001
+  @Option(help: "Write the process id here once listening.") var pidFile: String?
+
+  func validate() throws {
+    guard USBIPServer.loopbackAddress(listen) != nil else {
+      throw ValidationError("--listen must be a loopback HOST:PORT (127.0.0.1:3240 or [::1]:3240)")
+    }
+    guard !device.isEmpty else { throw ValidationError("name at least one --device (fido, ccid or composite)") }
+    for d in device where VirtualUSBDevice.Kind(rawValue: d) == nil {
+      throw ValidationError("unknown device '\(d)': fido, ccid or composite")
+    }
+    guard UserPresence(rawValue: presence) != nil else {
+      throw ValidationError("--presence must be auto, deny, timeout or wait")
+    }
+  }
+
+  func run() throws {
+    let dir = URL(fileURLWithPath: stateDir)
+    var devices: [VirtualUSBDevice] = []
+    for (i, name) in device.enumerated() {
+      let kind = VirtualUSBDevice.Kind(rawValue: name)!
+      let bus = USBIPServer.busID(i)
+      let number = serial + UInt32(i)
+      var fido: FIDOHIDFunction?
+      var ccid: CCIDFunction?
+      if kind != .ccid {
+        let url = dir.appendingPathComponent("\(bus).fido.json")
+        let state: FIDO2State
+        do {
+          state = try FIDO2State.load(url) ?? .factory()
+          try state.save(url)
+        } catch { throw ValidationError("cannot use state file \(url.path): \(error.localizedDescription)") }
+        let key = VirtualFIDO2Key(state: state)
+        key.presence = UserPresence(rawValue: presence)!
+        key.resetWindow = resetWindow
+        key.onStateChange = { s in
+          do { try s.save(url) } catch { log("cannot save state: \(error)") }
+        }
+        fido = FIDOHIDFunction(engine: CTAPHIDEngine(key: key, log: log))
+      }
+      if kind != .fido {
+        let url = dir.appendingPathComponent("\(bus).piv.json")
+        let state: PIVCardState
+        do {
+          state = try PIVCardState.load(url) ?? .factory(serial: number, version: [5, 4, 3], managementAlgorithm: 0x03)
+          try state.save(url)
+        } catch { throw ValidationError("cannot use state file \(url.path): \(error.localizedDescription)") }
+        let card = VirtualPIVCard(state: state)
+        card.onStateChange = { s in
+          do { try s.save(url) } catch { log("cannot save state: \(error)") }
+        }
+        ccid = CCIDFunction(card: card, log: log)
+      }
+      devices.append(VirtualUSBDevice(kind: kind, serial: String(number), fido: fido, ccid: ccid))
+    }
+    let server = USBIPServer(devices: devices, log: log)
+    let cards = devices.compactMap(\.ccid)
+    let sources = handleSignals(
+      [
+        (SIGUSR1, { cards.forEach { $0.setPresent(false) } }), (SIGUSR2, { cards.forEach { $0.setPresent(true) } }),
+        (SIGHUP, { server.unplugAll() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() }),
+      ], pidFile: nil)
+    let address = USBIPServer.loopbackAddress(listen)!
+    log(
+      "USB/IP on \(listen): "
+        + devices.enumerated().map { "\(USBIPServer.busID($0)) \($1.kind.rawValue)" }.joined(separator: ", "))
+    do {
+      try server.run(
+        listen: address,
+        ready: {
+          if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
+        })
+    } catch { throw ValidationError("cannot listen on \(listen): \(error)") }
     withExtendedLifetime(sources) {}
   }
 }

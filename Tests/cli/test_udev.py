@@ -22,4 +22,7 @@ def test_rules_are_current():
     generated = subprocess.run([str(ROOT / "Tools" / "gen-udev")], capture_output=True, text=True, check=True).stdout
     assert (ROOT / "udev" / "70-tokenbridge.rules").read_text() == generated
     fido = [r for r in rows() if "fido" in r[2]]
-    assert generated.count('TAG+="uaccess"') == len(fido)
+    # One fallback line per listed FIDO id; access by the FIDO usage (60-fido-id), not by a vendor list.
+    assert generated.count('ENV{ID_FIDO_TOKEN}="1"') == len(fido)
+    assert generated.count('TAG+="uaccess"') == 1
+    assert 'ENV{ID_FIDO_TOKEN}=="1", TAG+="uaccess"' in generated

@@ -145,6 +145,24 @@ public struct ErrorReport: Equatable, Sendable {
             + "the same model. Nothing was reset. Plug in \(id) alone and run again."
           : "The key that came back (AAGUID \(found)) is not \(id) (AAGUID \(expected)). Nothing was reset. "
             + "Plug in \(id) alone and run again.")
+    case .enrollment(let e):
+      switch e {
+      case .device(let name, .noDevice):
+        return .init(status: .noToken, message: "No device \(shown(name)) (unplugged already?); nothing enrolled.")
+      case .device(let name, .notUSB):
+        return .init(status: .noToken, message: "\(shown(name)) is not a USB device; nothing enrolled.")
+      case .notAToken(let bus):
+        return .init(
+          status: .noToken, message: "USB device \(shown(bus)) has no FIDO or CCID interface; nothing enrolled.")
+      case .noReader(let bus, let seconds):
+        return .init(
+          status: .noToken,
+          message: "pcscd listed no reader with a card for USB device \(shown(bus)) within \(seconds) s (is pcscd "
+            + "running? tokenbridge doctor); nothing enrolled.")
+      case .state(let path):
+        return .init(
+          status: .localData, message: "Cannot write \(shown(path)) (enrollment lock or memory); nothing enrolled.")
+      }
     case .unexpected(let type):
       return .init(status: .failure, message: "Unexpected error (\(type)). Please report it with the command you ran.")
     }
@@ -312,6 +330,8 @@ public struct ErrorReport: Equatable, Sendable {
     case .forgetLocally: "The server no longer knows this registration. Delete it locally?"
     case .outOfBand(let op, let server): "About to run a \(name(op)) at \(shown(server)), as the QR code or link asks."
     case .deviceSync(let deletions): "The sync will delete \(deletions) item(s) as listed above."
+    case .enroll(let token, let server, let username):
+      "Token \(shown(token)) was plugged in: register it for \(shown(username)) at \(shown(server))?"
     }
   }
 

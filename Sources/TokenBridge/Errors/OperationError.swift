@@ -56,6 +56,8 @@ public enum OperationError: Error, Equatable, Sendable {
   /// The FIDO2 key that came back after the replug is not the one chosen for the reset (`token`): another
   /// AAGUID, or (same AAGUID) it does not know the chosen key's credentials. Nothing was reset.
   case differentKey(token: String, expectedAAGUID: String, foundAAGUID: String)
+  /// Plug-in enrollment could not start (`tokenbridge enroll`).
+  case enrollment(EnrollmentError)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
 }

@@ -47,6 +47,8 @@ public enum Confirmation: Equatable, Sendable {
   case outOfBand(UAFOperation, server: String)
   /// Run a device-information sync that deletes this many items (listed before the question).
   case deviceSync(deletions: Int)
+  /// Enroll a token that was just plugged in (`tokenbridge enroll`, onInsert: ask).
+  case enroll(token: String, server: String, username: String)
 }
 
 /// A secret typed by the user (PIN, PUK, password): wiped when released. Not `Sendable`: one owner.

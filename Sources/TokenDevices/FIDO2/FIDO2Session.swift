@@ -239,8 +239,18 @@ public final class FIDO2Session {
   /// libfido2 could not take (a wrong command byte, bad framing) is `.fido2(FIDO_ERR_RX, operation:)`.
   func mapped(_ rc: Int32, _ operation: String) -> TokenError {
     guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX else { return Self.error(rc, operation) }
-    let gone = io.map(\.peerGone) ?? !FileManager.default.fileExists(atPath: ref.path)
+    let gone = io.map(\.peerGone) ?? Self.nodeGoes(ref.path)
     return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(rc, operation: operation)
+  }
+
+  /// Whether the hidraw node goes away within `ms`: a read can fail (EIO) while the kernel is still tearing the
+  /// unplugged interface down, before the node is removed (seen in the token lab on a USB/IP detach).
+  static func nodeGoes(_ path: String, ms: Int = 1000) -> Bool {
+    for _ in 0..<(ms / 50) {
+      if !FileManager.default.fileExists(atPath: path) { return true }
+      usleep(50_000)
+    }
+    return !FileManager.default.fileExists(atPath: path)
   }
 
   /// libfido2 status → the device layer's error shape.

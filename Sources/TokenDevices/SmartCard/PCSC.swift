@@ -44,6 +44,40 @@ public final class PCSCContext {
     return (present, present ? atr : [])
   }
 
+  /// Waits, up to `seconds`, for a reader whose name `matches` to hold a card; returns its name, or nil when the
+  /// time ran out. Event-driven: SCardGetStatusChange on the readers and on pcsc-lite's `\\?PnP?\Notification`
+  /// pseudo-reader (a reader added or removed), never a sleep loop.
+  public func waitForCard(in matches: (String) -> Bool, seconds: Double) throws(SmartCardError) -> String? {
+    let deadline = Date().addingTimeInterval(seconds)
+    let pnp = "\\\\?PnP?\\Notification"
+    var known: [String: DWORD] = [:]
+    while true {
+      let names = try readers()
+      for name in names where matches(name) {
+        if (try? readerState(name).present) == true { return name }
+      }
+      let left = deadline.timeIntervalSinceNow
+      guard left > 0 else { return nil }
+      let watched = [pnp] + names
+      let cStrings = watched.map { strdup($0) }
+      defer { cStrings.forEach { free($0) } }
+      var states = watched.enumerated().map { i, name in
+        var st = SCARD_READERSTATE()
+        st.szReader = UnsafePointer(cStrings[i])
+        // PnP: the reader count in the high word (pcsc-lite); readers: the state last seen.
+        st.dwCurrentState = i == 0 ? DWORD(names.count << 16) : (known[name] ?? DWORD(SCARD_STATE_UNAWARE))
+        return st
+      }
+      let rv = SCardGetStatusChange(handle, DWORD(min(left, 3600) * 1000), &states, DWORD(states.count))
+      let st = PCSCStatus(rv)
+      if st == .timeout { return nil }
+      if st != .success && st != .unknownReader { try Self.check(rv, "SCardGetStatusChange") }
+      for (i, name) in watched.enumerated() where i > 0 {
+        known[name] = states[i].dwEventState & ~DWORD(SCARD_STATE_CHANGED)
+      }
+    }
+  }
+
   /// Connects in shared mode (T=1 or T=0).
   public func connect(_ reader: String) throws(SmartCardError) -> PCSCCard {
     try PCSCCard(context: self, reader: reader)

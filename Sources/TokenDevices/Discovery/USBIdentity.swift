@@ -1,0 +1,85 @@
+import Foundation
+
+/// The USB device a kernel device belongs to, from sysfs: a hidraw node (`hidraw0`) or a USB interface
+/// (`1-1:1.1`, the name udev's `%k` gives) leads to the USB device (`1-1`) with its identity and interfaces. One
+/// physical token raises several udev events (hidraw + CCID interface, add + bind); they all lead here.
+public struct USBIdentity: Equatable, Sendable {
+  /// sysfs name of the USB device: bus number, then port path (`1-1`, `3-2.4`).
+  public var busPath: String
+  public var vendorID: String
+  public var productID: String
+  /// iSerialNumber, when the device has one.
+  public var serial: String?
+  /// bInterfaceClass of each interface, in interface order (03 HID, 0b CCID).
+  public var interfaceClasses: [String]
+  /// hidraw nodes of the device (`hidraw0`), sorted.
+  public var hidraw: [String]
+
+  public var hasCCID: Bool { interfaceClasses.contains("0b") }
+
+  /// A stable name for the physical token: VID:PID and serial when it has one (survives replugs into other
+  /// ports), else VID:PID and the port path. Safe as a file name.
+  public var key: String {
+    let base = "usb-\(vendorID)-\(productID)-"
+    let tail = serial.map { $0.filter { $0.isLetter || $0.isNumber || $0 == "-" } } ?? "port-\(busPath)"
+    return base + (tail.isEmpty ? "port-\(busPath)" : tail)
+  }
+
+  public enum LookupError: Error, Equatable, Sendable {
+    /// No such device in sysfs (unplugged already, or a wrong name).
+    case noDevice(String)
+    /// The device is not on USB (e.g. a Bluetooth or virtual HID device).
+    case notUSB(String)
+  }
+
+  /// `name` as udev's `%k`: `hidrawN` or a USB interface/device name. `sys` is the sysfs root (tests).
+  public static func of(_ name: String, sys: String = "/sys") throws(LookupError) -> USBIdentity {
+    guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else { throw .noDevice(name) }
+    let start = name.hasPrefix("hidraw") ? "\(sys)/class/hidraw/\(name)" : "\(sys)/bus/usb/devices/\(name)"
+    guard let real = realPath(start) else { throw .noDevice(name) }
+    // Walk up to the first directory that is a USB device (it has idVendor and no bInterfaceClass).
+    var dir = real
+    while dir.count > 1 {
+      if exists("\(dir)/idVendor") && !exists("\(dir)/bInterfaceClass") { return try read(dir, name: name) }
+      dir = (dir as NSString).deletingLastPathComponent
+    }
+    throw .notUSB(name)
+  }
+
+  static func read(_ dir: String, name: String) throws(LookupError) -> USBIdentity {
+    let fm = FileManager.default
+    guard let vendor = attribute(dir, "idVendor"), let product = attribute(dir, "idProduct") else {
+      throw .noDevice(name)
+    }
+    let busPath = (dir as NSString).lastPathComponent
+    let entries = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
+    let interfaces = entries.filter { $0.hasPrefix(busPath + ":") }.sorted()
+    var hidraw: [String] = []
+    for i in interfaces {
+      // <interface>/<hid device>/hidraw/hidrawN
+      for hid in (try? fm.contentsOfDirectory(atPath: "\(dir)/\(i)")) ?? [] where hid.contains(":") {
+        hidraw += ((try? fm.contentsOfDirectory(atPath: "\(dir)/\(i)/\(hid)/hidraw")) ?? []).filter {
+          $0.hasPrefix("hidraw")
+        }
+      }
+    }
+    return USBIdentity(
+      busPath: busPath, vendorID: vendor, productID: product, serial: attribute(dir, "serial"),
+      interfaceClasses: interfaces.compactMap { attribute("\(dir)/\($0)", "bInterfaceClass") },
+      hidraw: hidraw.sorted())
+  }
+
+  static func attribute(_ dir: String, _ name: String) -> String? {
+    guard let data = FileManager.default.contents(atPath: "\(dir)/\(name)"), data.count < 256 else { return nil }
+    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    return text.isEmpty ? nil : text
+  }
+
+  static func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+  static func realPath(_ path: String) -> String? {
+    guard let r = realpath(path, nil) else { return nil }
+    defer { free(r) }
+    return String(cString: r)
+  }
+}

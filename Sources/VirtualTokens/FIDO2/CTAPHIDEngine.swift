@@ -1,0 +1,148 @@
+import Foundation
+
+/// The CTAPHID message layer (CTAP 2.1 §11.2) of one virtual key, independent of the transport: 64-byte
+/// reports in, 64-byte reports out. The Unix-socket server (`CTAPHIDServer`) and the USB/IP HID function
+/// (`FIDOHIDFunction`) both feed it; channels are per device, message assembly per open ("port").
+public final class CTAPHIDEngine: @unchecked Sendable {
+  static let broadcast: UInt32 = 0xFFFF_FFFF
+  public let key: VirtualFIDO2Key
+  let log: (String) -> Void
+  let lock = NSLock()
+  var channels: Set<UInt32> = []
+  var nextCID: UInt32 = 1
+  /// One request at a time across all ports (a real key has one processor).
+  let busy = NSLock()
+  /// Log every complete CTAPHID request (`Tools/bench` counts them).
+  public var logRequests = false
+
+  public init(key: VirtualFIDO2Key, log: @escaping (String) -> Void) {
+    self.key = key
+    self.log = log
+  }
+
+  /// Power cycle: channels and the key's volatile state are gone; `whileOff` runs with no request running
+  /// (the transport drops its connections there).
+  public func powerCycle(whileOff: () -> Void = {}) {
+    busy.withLock {
+      whileOff()
+      lock.withLock { channels = [] }
+      key.powerCycle()
+    }
+  }
+
+  /// One open of the device: reassembles requests and sends replies as reports through `emit`.
+  public final class Port: @unchecked Sendable {
+    let engine: CTAPHIDEngine
+    let emit: ([UInt8]) -> Void
+    let sendLock = NSLock()
+    let worker: DispatchQueue
+    var pending: (cid: UInt32, cmd: UInt8, total: Int, data: [UInt8], seq: UInt8)?
+
+    init(engine: CTAPHIDEngine, emit: @escaping ([UInt8]) -> Void) {
+      self.engine = engine
+      self.emit = emit
+      worker = DispatchQueue(label: "ctaphid-worker")
+    }
+
+    /// The host went away: a request waiting for a touch ends now; returns once no request runs.
+    public func close() {
+      engine.key.cancel()
+      worker.sync {}
+    }
+
+    /// One output report (64 bytes; a 65-byte write with a leading report ID 0 is accepted, as hidraw sends).
+    public func receive(_ report: [UInt8]) {
+      var frame = report
+      if frame.count == 65 && frame[0] == 0 { frame.removeFirst() }
+      guard frame.count == 64 else { return }
+      let cid = UInt32(frame[0]) << 24 | UInt32(frame[1]) << 16 | UInt32(frame[2]) << 8 | UInt32(frame[3])
+      if frame[4] & 0x80 != 0 {
+        let cmd = frame[4]
+        let total = Int(frame[5]) << 8 | Int(frame[6])
+        if cmd == 0x91 {  // CANCEL: no reply; a request waiting for a touch ends with KEEPALIVE_CANCEL
+          engine.key.cancel()
+          return
+        }
+        guard total <= 7609 else { return sendError(cid, 0x03) }
+        pending = (cid, cmd, total, Array(frame[7..<min(64, 7 + total)]), 0)
+      } else {
+        guard var p = pending, p.cid == cid, frame[4] == p.seq else {
+          pending = nil
+          return sendError(cid, 0x04)  // INVALID_SEQ
+        }
+        p.data += frame[5..<min(64, 5 + p.total - p.data.count)]
+        p.seq += 1
+        pending = p
+      }
+      if let p = pending, p.data.count >= p.total {
+        pending = nil
+        // CBOR requests run on a worker, so CANCEL frames are still read while one waits for a touch.
+        if p.cmd == 0x90 {
+          worker.async { [self] in handle(p.cid, p.cmd, p.data) }
+        } else {
+          handle(p.cid, p.cmd, p.data)
+        }
+      }
+    }
+
+    func handle(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
+      if engine.logRequests {
+        let sub = cmd == 0x90 ? String(format: " ctap=0x%02x", data.first ?? 0) : ""
+        engine.log(String(format: "request cmd=0x%02x", cmd) + sub)
+      }
+      if cmd == 0x86 {  // INIT
+        guard data.count == 8 else { return sendError(cid, 0x03) }
+        var newCID = cid
+        if cid == CTAPHIDEngine.broadcast { newCID = engine.allocateChannel() }
+        let body = data + bigEndian(newCID) + [2, 0, 2, 1, 0x01 | 0x04 | 0x08]  // WINK|CBOR|NMSG
+        return send(cid, 0x86, body)
+      }
+      guard cid != CTAPHIDEngine.broadcast, cid != 0, engine.lock.withLock({ engine.channels.contains(cid) }) else {
+        return sendError(cid, 0x0B)  // INVALID_CHANNEL
+      }
+      switch cmd {
+      case 0x81: send(cid, 0x81, data)  // PING
+      case 0x88: send(cid, 0x88, [])  // WINK
+      case 0x90:  // CBOR
+        let key = engine.key
+        let reply = engine.busy.withLock {
+          key.waitingForTouch = { [weak self] in self?.send(cid, 0xBB, [2]) }  // KEEPALIVE UP_NEEDED
+          defer { key.waitingForTouch = nil }
+          return key.handle(data)
+        }
+        send(cid, 0x90, reply)
+      default: sendError(cid, 0x01)  // INVALID_CMD (MSG too: no U2F, NMSG is set)
+      }
+    }
+
+    func sendError(_ cid: UInt32, _ code: UInt8) { send(cid, 0xBF, [code]) }
+
+    /// Splits a reply into an init frame (57 bytes of data) and continuation frames (59 each), zero padded.
+    func send(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
+      sendLock.lock()
+      defer { sendLock.unlock() }
+      let cidBytes = bigEndian(cid)
+      var frames: [[UInt8]] = [cidBytes + [cmd, UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data.prefix(57)]
+      var offset = min(57, data.count)
+      var seq: UInt8 = 0
+      while offset < data.count {
+        let chunk = data[offset..<min(offset + 59, data.count)]
+        frames.append(cidBytes + [seq] + chunk)
+        offset += chunk.count
+        seq += 1
+      }
+      for f in frames { emit(f + [UInt8](repeating: 0, count: 64 - f.count)) }
+    }
+  }
+
+  public func openPort(emit: @escaping ([UInt8]) -> Void) -> Port { Port(engine: self, emit: emit) }
+
+  func allocateChannel() -> UInt32 {
+    lock.withLock {
+      let n = nextCID
+      nextCID = nextCID &+ 1 == Self.broadcast ? 1 : nextCID &+ 1
+      channels.insert(n)
+      return n
+    }
+  }
+}

@@ -1,0 +1,71 @@
+"""Runs inside the lab guest (not collected by pytest): drives tokenbridge through a whole UAF flow with the
+device attached over USB/IP, against the reference RP on the guest's loopback, and prints one JSON object with
+each step's exit status and stderr, and what the RP holds. The host-side tests assert on it.
+Usage: guest_flows.py fido|piv"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("TB_BIN") or ROOT / ".build" / "debug")
+RP = ROOT / "Tools" / "rp" / "tokenbridge_rp.py"
+
+
+def tb(home, *args, pins=None):
+    env = dict(os.environ, **home)
+    env.pop("TOKENBRIDGE_VIRTUAL_FIDO", None)  # the kernel's device, through libfido2's own enumeration
+    cmd = [str(BIN / "tokenbridge"), *args]
+    fds = ()
+    if pins is not None:
+        r, w = os.pipe()
+        os.write(w, "".join(p + "\n" for p in pins).encode())
+        os.close(w)
+        cmd += ["--pin-fd", str(r)]
+        fds = (r,)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, pass_fds=fds, timeout=120,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return {"cmd": " ".join(args), "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+
+
+def main():
+    kind = sys.argv[1]
+    work = Path(tempfile.mkdtemp(prefix="flows-", dir="/tmp"))
+    home = {"XDG_DATA_HOME": str(work / "data"), "XDG_CONFIG_HOME": str(work / "config")}
+    port_file = work / "rp.port"
+    rp = subprocess.Popen([sys.executable, str(RP), "--port", "0", "--port-file", str(port_file)],
+                          stderr=open(work / "rp.log", "w"))
+    try:
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text():
+                break
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{port_file.read_text()}"
+        pin = "123456" if kind == "piv" else "1234"
+        steps = [tb(home, "tokens", "--json")]
+        if kind == "fido":
+            steps.append(tb(home, "pin", "set", pins=[pin]))
+        steps.append(tb(home, "pin", "status", "--json"))
+        steps.append(tb(home, "register", "--username", "alice", "--server", url, pins=[pin]))
+        steps.append(tb(home, "authenticate", "--username", "alice", "--server", url, pins=[pin]))
+        with urllib.request.urlopen(url + "/_admin/registrations", timeout=10) as r:
+            regs = json.loads(r.read())
+        steps.append(tb(home, "deregister", "--username", "alice", "--server", url))
+        with urllib.request.urlopen(url + "/_admin/registrations", timeout=10) as r:
+            after = json.loads(r.read())
+        print(json.dumps({"steps": steps, "registrations": regs, "after": after}))
+    finally:
+        rp.terminate()
+        rp.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
