@@ -50,6 +50,7 @@ static int decode_jpeg(const unsigned char *bytes, size_t len, unsigned char **g
   struct jpeg_failure err;
   unsigned char *volatile buf = NULL;
   volatile int result = TB_QR_BAD_IMAGE;
+  memset(&cinfo, 0, sizeof cinfo);  // jpeg_destroy_decompress is safe on it before jpeg_create_decompress
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_fail;
   err.mgr.emit_message = jpeg_quiet;

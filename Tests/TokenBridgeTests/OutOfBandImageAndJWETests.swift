@@ -45,6 +45,36 @@ import UAFCore
     #expect(throws: OutOfBandError.qrImage(.unreadableImage)) { try QRImage.text(in: [0xFF, 0xD8, 0xFF, 0xE0, 0, 16]) }
   }
 
+  /// A PNG that is only its signature, an IHDR chunk for `width` x `height` 8-bit gray pixels and an empty IDAT
+  /// (libpng reads the header up to the first IDAT).
+  func pngHeader(width: UInt32, height: UInt32) -> [UInt8] {
+    func be(_ v: UInt32) -> [UInt8] {
+      [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
+    func crc32(_ bytes: [UInt8]) -> UInt32 {
+      var c: UInt32 = 0xFFFF_FFFF
+      for b in bytes {
+        c ^= UInt32(b)
+        for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+      }
+      return ~c
+    }
+    let ihdr = Array("IHDR".utf8) + be(width) + be(height) + [8, 0, 0, 0, 0]
+    let idat = Array("IDAT".utf8)
+    return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be(13) + ihdr + be(crc32(ihdr)) + be(0) + idat
+      + be(crc32(idat))
+  }
+
+  @Test func anImageOfTooManyPixelsIsRefusedBeforeItIsDecoded() {
+    #expect(throws: OutOfBandError.qrImage(.tooLarge)) {
+      try QRImage.text(in: pngHeader(width: 10_000, height: 10_000))
+    }
+    // Within the limit, the same header without image data is a damaged image.
+    #expect(throws: OutOfBandError.qrImage(.unreadableImage)) {
+      try QRImage.text(in: pngHeader(width: 100, height: 100))
+    }
+  }
+
   @Test func aScannedLinkIsALinkAndAnythingElseIsQRText() {
     #expect(
       OutOfBandSource.scanned(" https://a.example/o?dispatchTokenResponse=x\n")
