@@ -96,9 +96,9 @@ def test_with_a_card_and_a_key_registration_asks_or_takes_token(card, env, rp):
     assert r.returncode == 4 and "Several tokens are present; choose one with --token ID:" in r.stderr, r.stderr
     assert card.id in r.stderr and "fido2-" in r.stderr
     assert server.registrations() == []
+    # The token was not redeemed: the same QR code works with --token.
     key_id = [t["id"] for t in json.loads(tb(env, "tokens", "--json").stdout) if t["kind"] == "fido2"][0]
-    r = tb(env, "oob", "--qr-text", qr(payload(server, "Reg", username="alice")), "--yes", "--token", key_id,
-           pins=["1234"])
+    r = tb(env, "oob", "--qr-text", qr(p), "--yes", "--token", key_id, pins=["1234"])
     assert r.returncode == 0, r.stderr
     assert [x["aaid"] for x in server.registrations()] == ["7B1D#0002"]
     req = server.request("Reg", username="bob")
