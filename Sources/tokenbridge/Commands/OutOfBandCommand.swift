@@ -10,7 +10,8 @@ struct OutOfBand: ParsableCommand {
       The payload names a server and an operation (registration, authentication, deregistration); tokenbridge \
       shows them and asks before it redeems the token. --decode-only prints the payload and does nothing. After \
       the operation an x-callback-url's target is opened (xdg-open) only when it is on callbackAllowList in the \
-      configuration; --no-open prints it instead.
+      configuration; --no-open prints it instead. --qr-image reads the QR code from a PNG or JPEG file. Encrypted \
+      payloads (application/jose) are decrypted with this device's key (for the dispatch targets it created).
       """)
   @OptionGroup var options: GlobalOptions
   @Option(help: "The QR code's text (base64url JSON).") var qrText: String?
