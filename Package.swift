@@ -22,6 +22,11 @@ let package = Package(
     .systemLibrary(name: "CFido2", providers: [.apt(["libfido2-dev"])]),
     .systemLibrary(name: "CUSB", providers: [.apt(["libusb-1.0-0-dev"])]),
     .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
+    // QR codes in PNG/JPEG images (out-of-band payloads): libpng/libjpeg decode, zbar scans (libzbar-dev,
+    // libpng-dev, libjpeg-dev).
+    .target(
+      name: "CQRCode",
+      linkerSettings: [.linkedLibrary("zbar"), .linkedLibrary("png16"), .linkedLibrary("jpeg")]),
 
     // Protocol core: pure Swift, no I/O.
     .target(name: "UAFCore"),
@@ -31,7 +36,7 @@ let package = Package(
     .target(
       name: "TokenBridge",
       dependencies: [
-        "UAFCore", "TokenDevices", .product(name: "Crypto", package: "swift-crypto"),
+        "UAFCore", "TokenDevices", "CQRCode", .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRDB", package: "GRDB.swift"),
       ]),
     .executableTarget(

@@ -12,7 +12,11 @@ struct TokenBridgeCommand: ParsableCommand {
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
+<<<<<<< HEAD
       FIDO2Command.self, Enroll.self, ExitCodes.self,
+=======
+      FIDO2Command.self, InstallDesktop.self, ExitCodes.self,
+>>>>>>> oob
     ])
 }
 

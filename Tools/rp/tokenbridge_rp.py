@@ -7,6 +7,9 @@ appID and facet ID, policy AAIDs, growing counters and transaction content hashe
 Also the out-of-band services: dispatch targets (create, query, modify with a JWS body, delete), dispatch tokens,
 redeem, status, the device service (device credentials, pending operations), every device request checked for a
 `Device-Signature` (ES256 compact JWS by the target's key; request id used once, creation time within a window).
+Dispatches can come encrypted for the target's `encryptionKey` (`"encrypt": true` in the dispatch request: a
+compact JWE, ECDH-ES + A256GCM, as the client's Sources/TokenBridge/OutOfBand/PayloadEncryption.swift expects),
+and the QR dispatchers answer a PNG (base64) rendered with segno; `POST /_admin/qr {"text"}` renders any text.
 See ../shared/specs/backend-contract.md (sections 1-3, 5, 6); the wire choices where it is silent are the client's
 Sources/TokenBridge/Device/DeviceWire.swift.
 """
@@ -28,6 +31,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 UAF = "application/fido+uaf"
 TAG = dict(REG_ASSERTION=0x3E01, AUTH_ASSERTION=0x3E02, KRD=0x3E03, SIGNED_DATA=0x3E04, SIGNATURE=0x2E06,
@@ -57,6 +61,35 @@ def unb64u(s):
         return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
     except Exception:
         raise Refused(1498, "not base64url")
+
+
+def qr_png(text):
+    """A PNG of a QR code holding `text` (segno, from PyPI: Tools/setup installs it)."""
+    import io
+    import segno
+    out = io.BytesIO()
+    segno.make_qr(text, error="m").save(out, kind="png", scale=6, border=4)
+    return out.getvalue()
+
+
+def jwe_encrypt(jwk_json, plaintext):
+    """Compact JWE for a P-256 JWK: alg ECDH-ES (direct), enc A256GCM, Concat KDF (RFC 7518 4.6.2) over SHA-256."""
+    jwk = json.loads(jwk_json)
+    recipient = ec.EllipticCurvePublicNumbers(int.from_bytes(unb64u(jwk["x"]), "big"),
+                                              int.from_bytes(unb64u(jwk["y"]), "big"), ec.SECP256R1()).public_key()
+    eph = ec.generate_private_key(ec.SECP256R1())
+    n = eph.public_key().public_numbers()
+    header = {"alg": "ECDH-ES", "enc": "A256GCM", "cty": "application/json",
+              "epk": {"kty": "EC", "crv": "P-256", "x": b64u(n.x.to_bytes(32, "big")), "y": b64u(n.y.to_bytes(32, "big"))}}
+    protected = b64u(json.dumps(header, separators=(",", ":")).encode())
+    z = eph.exchange(ec.ECDH(), recipient)
+    alg_id = b"A256GCM"
+    kdf_in = (struct.pack(">I", 1) + z + struct.pack(">I", len(alg_id)) + alg_id + struct.pack(">I", 0)
+              + struct.pack(">I", 0) + struct.pack(">I", 256))
+    key = hashlib.sha256(kdf_in).digest()
+    iv = secrets.token_bytes(12)
+    sealed = AESGCM(key).encrypt(iv, plaintext, protected.encode())
+    return ".".join([protected, "", b64u(iv), b64u(sealed[:-16]), b64u(sealed[-16:])])
 
 
 def tlv(data, depth=0):
@@ -338,10 +371,10 @@ class RP:
         return bool(rows) and rows[0][0] is not None and time.time() > rows[0][0]
 
     def target(self, target_id):
-        rows = self.sql("SELECT id, ext_id, username, name, device_id, target, dispatcher, signature_key "
-                        "FROM dispatch_targets WHERE id=?", target_id)
-        return dict(zip(("id", "extId", "username", "name", "deviceId", "target", "dispatcher", "signatureKey"),
-                        rows[0])) if rows else None
+        rows = self.sql("SELECT id, ext_id, username, name, device_id, target, dispatcher, signature_key, "
+                        "encryption_key FROM dispatch_targets WHERE id=?", target_id)
+        return dict(zip(("id", "extId", "username", "name", "deviceId", "target", "dispatcher", "signatureKey",
+                         "encryptionKey"), rows[0])) if rows else None
 
     def check_jws(self, jws, device_id=None, target_id=None):
         """A compact ES256 JWS by a dispatch target's signature key: returns (payload, target) or raises
@@ -431,13 +464,19 @@ class RP:
         if body.get("data") is not None:
             nma["data"] = body["data"]
         payload = {"nma_data": nma, "nma_data_content_type": "application/json", "nma_data_version": "1"}
+        if body.get("encrypt"):
+            if not t.get("encryptionKey"):
+                raise DeviceRefused(422, "the target has no encryptionKey")
+            payload = {"nma_data": jwe_encrypt(t["encryptionKey"], json.dumps(nma).encode()),
+                       "nma_data_content_type": "application/jose", "nma_data_version": "1"}
         self.sql("INSERT INTO tokens VALUES(?,?,?,0,?,?,?,?,?,?,?)", token, op, context, session,
                  now + self.args.token_ttl, t["id"], now, dispatcher, body.get("dispatchInformation"),
                  json.dumps(payload))
         self.sql("INSERT INTO sessions VALUES(?,?,NULL,NULL)", session, "tokenCreated")
         encoded = b64u(json.dumps(payload).encode())
-        response = (f"{self.args.link_base}?dispatchTokenResponse={encoded}" if dispatcher.startswith("link")
-                    else encoded)
+        link = f"{self.args.link_base}?dispatchTokenResponse={encoded}"
+        response = {"link": link, "link-png-qr-code": base64.b64encode(qr_png(link)).decode(),
+                    "png-qr-code": base64.b64encode(qr_png(encoded)).decode()}.get(dispatcher, encoded)
         return {"token": token, "sessionId": session, "dispatchResult": "dispatched",
                 "dispatcherInformation": {"name": dispatcher, "response": response}}
 
@@ -693,6 +732,9 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         if self.device_route("POST", raw):
             return
+        if urlparse(self.path).path == "/_admin/qr":  # tests and the demo: any text as a QR PNG (base64)
+            return self.send(200, {"png": base64.b64encode(qr_png(json.loads(raw)["text"])).decode()},
+                             "application/json")
         if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)
             self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0),

@@ -222,7 +222,10 @@ public struct DeviceService {
       }
       return a.operations.map { op in
         let payload: Result<OutOfBandPayload, OutOfBandError>
-        do throws(OutOfBandError) { payload = .success(try OutOfBandPayload(json: op.payload.bytes)) } catch {
+        do throws(OutOfBandError) {
+          let decrypter = PayloadDecrypter { keys.encryption }
+          payload = .success(try OutOfBandPayload(json: op.payload.bytes, decrypter: decrypter))
+        } catch {
           payload = .failure(error)
         }
         return PendingOutOfBandOperation(

@@ -134,6 +134,7 @@ public struct ErrorReport: Equatable, Sendable {
           status: .payloadMalformed,
           message: "The payload's redeem URL \(shown(url)) is not https (http only on this machine's loopback); "
             + "nothing was contacted.")
+      case .qrImage(let q): return qrImage(q)
       }
     case .device(let d): return device(d)
     case .declined: return .init(status: .declined, message: "Not confirmed; nothing was changed.")
@@ -281,6 +282,18 @@ public struct ErrorReport: Equatable, Sendable {
     case .unsupported(let what):
       return .init(status: .unsupportedToken, message: "This token does not support \(what).")
     }
+  }
+
+  static func qrImage(_ q: QRImageProblem) -> ErrorReport {
+    let m =
+      switch q {
+      case .notAnImage: "The file is not a PNG or JPEG image; give the QR code as a PNG or JPEG file."
+      case .unreadableImage: "The image cannot be decoded (truncated or damaged); save or photograph it again."
+      case .tooLarge: "The image is larger than \(QRImage.maxPixels) pixels; crop it to the QR code."
+      case .noQRCode: "No QR code was found in the image; crop it to the QR code, or use a sharper picture."
+      case .severalQRCodes(let n): "The image holds \(n) QR codes; crop it to the one to use."
+      }
+    return .init(status: .payloadMalformed, message: m + " Nothing was done.")
   }
 
   static func input(_ e: InputError) -> ErrorReport {

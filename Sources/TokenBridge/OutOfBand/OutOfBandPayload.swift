@@ -13,6 +13,8 @@ public enum OutOfBandError: Error, Equatable, Sendable {
   case alreadyRedeemed
   /// The redeem URL is not https (or http on loopback).
   case insecureRedeemURL(String)
+  /// A QR image (`--qr-image`) gave no payload text.
+  case qrImage(QRImageProblem)
 }
 
 /// Where a payload came from (the SDK's OutOfBandPayloadDecode inputs).
@@ -24,6 +26,13 @@ public enum OutOfBandSource: Sendable, Equatable {
   case link(String)
   /// A push notification's data map: the payload JSON itself.
   case push([UInt8])
+
+  /// What a scanned QR code holds: a link (the `link-png-qr-code` dispatcher) or the base64url payload
+  /// (`png-qr-code`).
+  public static func scanned(_ text: String) -> OutOfBandSource {
+    let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    return t.contains("://") ? .link(t) : .qrText(t)
+  }
 }
 
 /// An x-callback-url's targets (x-callback-url convention; opened only when allowed, see `CallbackPolicy`).
@@ -43,6 +52,8 @@ public struct OutOfBandPayload: Sendable, Equatable {
   public var data: String?
   public var version: String?
   public var callback: XCallback?
+  /// Whether it came encrypted (`application/jose`) and was decrypted with this device's key.
+  public var encrypted = false
 
   /// The largest payload accepted (a QR code holds at most ~3 KB; a push data map is small).
   public static let maxSize = 16 * 1024
@@ -54,7 +65,8 @@ public struct OutOfBandPayload: Sendable, Equatable {
     return s
   }
 
-  public init(_ source: OutOfBandSource) throws(OutOfBandError) {
+  /// Decodes a payload; an encrypted one (`application/jose`) only with a `decrypter` holding its key.
+  public init(_ source: OutOfBandSource, decrypter: PayloadDecrypter? = nil) throws(OutOfBandError) {
     var callback: XCallback?
     let json: [UInt8]
     switch source {
@@ -84,24 +96,33 @@ public struct OutOfBandPayload: Sendable, Equatable {
       }
       json = bytes
     }
-    try self.init(json: json)
+    try self.init(json: json, decrypter: decrypter)
     self.callback = callback
   }
 
   /// Parses the payload JSON (`nma_data`, `nma_data_content_type`, `nma_data_version`).
-  public init(json: [UInt8]) throws(OutOfBandError) {
+  public init(json: [UInt8], decrypter: PayloadDecrypter? = nil) throws(OutOfBandError) {
     guard json.count <= Self.maxSize else { throw .malformedPayload(reason: "it is larger than \(Self.maxSize) bytes") }
     guard let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any] else {
       throw .malformedPayload(reason: "it is not a JSON object")
     }
     let contentType = (object["nma_data_content_type"] as? String)?.lowercased() ?? "application/json"
-    if contentType.hasPrefix("application/jose") { throw .decryptionError }
-    guard contentType.hasPrefix("application/json") else {
-      throw .malformedPayload(reason: "nma_data_content_type is neither application/json nor application/jose")
-    }
     var data = object["nma_data"]
-    if let s = data as? String {  // nma_data may itself be a JSON string
-      data = try? JSONSerialization.jsonObject(with: Data(s.utf8))
+    if contentType.hasPrefix("application/jose") {
+      // nma_data is a compact JWE (PayloadEncryption.swift holds the algorithm choice).
+      guard let jwe = data as? String, jwe.utf8.count <= Self.maxSize else {
+        throw .malformedPayload(reason: "an application/jose nma_data must be a compact JWE string")
+      }
+      guard let decrypter else { throw .decryptionError }
+      let plain = try decrypter.decrypt(jwe)
+      data = try? JSONSerialization.jsonObject(with: Data(plain))
+    } else {
+      guard contentType.hasPrefix("application/json") else {
+        throw .malformedPayload(reason: "nma_data_content_type is neither application/json nor application/jose")
+      }
+      if let s = data as? String {  // nma_data may itself be a JSON string
+        data = try? JSONSerialization.jsonObject(with: Data(s.utf8))
+      }
     }
     guard let fields = data as? [String: Any] else { throw .malformedPayload(reason: "nma_data is not an object") }
     guard let token = fields["token"] as? String, !token.isEmpty, token.utf8.count <= 512 else {
@@ -129,6 +150,7 @@ public struct OutOfBandPayload: Sendable, Equatable {
     self.data = fields["data"] as? String
     self.version = object["nma_data_version"] as? String
     self.callback = nil
+    self.encrypted = contentType.hasPrefix("application/jose")
   }
 }
 

@@ -117,6 +117,13 @@ public struct ServerOperations {
   public func redeem(
     _ payload: OutOfBandPayload, verifier: PinUserVerifier, accountSelector: AccountSelector?
   ) throws(OperationError) -> UAFClientResult {
+    // A token is good for one redeem: a registration that could only stop at "several tokens, nobody to ask"
+    // stops before it, so the QR code or link still works with --token. (Policy could rule out all but one
+    // token, but it is known only after the redeem; asking for --token is the cheaper mistake.)
+    let present = client.tokens.map(\.info) + client.fido2Keys.map(\.info)
+    if payload.operation == .reg && client.authenticatorSelector == nil && present.count > 1 {
+      throw .ambiguous(present)
+    }
     let message: String
     do { message = try backend.redeem(token: payload.token, url: payload.redeemURL) } catch {
       switch error {

@@ -102,9 +102,10 @@ public struct UAFEnvironment {
   /// processUAFOperation for other programs (`uaf process`): `input` is `{"uafProtocolMessage": "…"}` or the
   /// bare request array. Returns the response envelope (`{"uafProtocolMessage": "…"}`, empty for Dereg). A
   /// registration is confirmed locally once answered: the caller delivers it (FIDO client API semantics).
+  /// `authenticatorSelector` is asked when several tokens could take a registration (nil: refuse, naming them).
   public func processUAF(
     input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens, verifier: PinUserVerifier,
-    accountSelector: AccountSelector?
+    accountSelector: AccountSelector?, authenticatorSelector: AuthenticatorSelector? = nil
   ) throws(OperationError) -> String {
     guard let facet = facetID ?? configuration.facetID else { throw .configuration(.noFacetID) }
     guard input.count <= UAFMessageCodec.maxSize else { throw .message(.tooLarge(input.count)) }
@@ -120,6 +121,7 @@ public struct UAFEnvironment {
       configuration: configuration, facetID: facet, server: facet, localData: localData, tokens: tokens.piv,
       fetchFacets: { url in try BackendClient(server: url.absoluteString, timeout: networkTimeout).trustedFacets(url) })
     client.fido2Keys = tokens.fido2
+    client.authenticatorSelector = authenticatorSelector
     if let cb = channelBinding {
       guard let v = try? JSONDecoder().decode(ChannelBinding.self, from: Data(cb.utf8)) else {
         throw .input(.badChannelBinding)

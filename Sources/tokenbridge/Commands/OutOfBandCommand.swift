@@ -10,10 +10,12 @@ struct OutOfBand: ParsableCommand {
       The payload names a server and an operation (registration, authentication, deregistration); tokenbridge \
       shows them and asks before it redeems the token. --decode-only prints the payload and does nothing. After \
       the operation an x-callback-url's target is opened (xdg-open) only when it is on callbackAllowList in the \
-      configuration; --no-open prints it instead.
+      configuration; --no-open prints it instead. --qr-image reads the QR code from a PNG or JPEG file. Encrypted \
+      payloads (application/jose) are decrypted with this device's key (for the dispatch targets it created).
       """)
   @OptionGroup var options: GlobalOptions
   @Option(help: "The QR code's text (base64url JSON).") var qrText: String?
+  @Option(help: "A PNG or JPEG image holding the QR code (a screenshot or a photo).") var qrImage: String?
   @Option(help: "A push notification's JSON: a file, or - for stdin.") var push: String?
   @Argument(help: "A link (https://…?dispatchTokenResponse=…) or an x-callback-url (tokenbridge://x-callback-url/…).")
   var link: String?
@@ -21,18 +23,20 @@ struct OutOfBand: ParsableCommand {
   @Flag(help: "Print the x-callback target instead of opening it.") var noOpen = false
 
   func validate() throws {
-    guard [qrText != nil, push != nil, link != nil].filter({ $0 }).count == 1 else {
-      throw ValidationError("give exactly one of --qr-text, --push or a link")
+    guard [qrText != nil, qrImage != nil, push != nil, link != nil].filter({ $0 }).count == 1 else {
+      throw ValidationError("give exactly one of --qr-image, --qr-text, --push or a link")
     }
   }
 
   struct Decoded: Encodable {
     var operation, server, redeemURL: String
+    var encrypted: Bool
     var data, version, xSuccess, xError, xCancel: String?
   }
 
   func source() throws -> OutOfBandSource {
     if let qrText { return .qrText(qrText) }
+    if let qrImage { return .scanned(try QRImage.text(file: qrImage)) }
     if let link { return .link(link) }
     let path = push ?? "-"
     let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path)
@@ -42,22 +46,26 @@ struct OutOfBand: ParsableCommand {
 
   func run() throws {
     try options.execute {
+      let source = try source()
+      let ctx = try UAFContext(options)
+      let decrypter = ctx.env.localData.payloadDecrypter
       let payload: OutOfBandPayload
-      do { payload = try OutOfBandPayload(try source()) } catch let e as OutOfBandError {
-        throw OperationError.outOfBand(e)
+      do throws(OutOfBandError) { payload = try OutOfBandPayload(source, decrypter: decrypter) } catch {
+        throw OperationError.outOfBand(error)
       }
       let name = ["Reg": "registration", "Auth": "authentication", "Dereg": "deregistration"][
         payload.operation.rawValue]!
       if decodeOnly {
         let d = Decoded(
           operation: name, server: payload.serverOrigin, redeemURL: payload.redeemURL.absoluteString,
-          data: payload.data,
+          encrypted: payload.encrypted, data: payload.data,
           version: payload.version, xSuccess: payload.callback?.success, xError: payload.callback?.error,
           xCancel: payload.callback?.cancel)
         if options.json {
           print(Render.json(d))
         } else {
           print("operation: \(name)\nserver: \(displayable(d.server))\nredeem URL: \(displayable(d.redeemURL))")
+          if d.encrypted { print("encrypted: yes (for this device)") }
           if let data = d.data { print("data: \(displayable(data))") }
           for (k, v) in [("x-success", d.xSuccess), ("x-error", d.xError), ("x-cancel", d.xCancel)] {
             if let v { print("\(k): \(displayable(v))") }
@@ -65,7 +73,6 @@ struct OutOfBand: ParsableCommand {
         }
         return
       }
-      let ctx = try UAFContext(options)
       if let data = payload.data { ctx.prompter.say("The request says: \(displayable(data))") }
       guard try ctx.prompter.confirm(.outOfBand(payload.operation, server: payload.serverOrigin)) else {
         finish(ctx, payload.callback?.cancel)

@@ -288,7 +288,8 @@ struct UAFProcess: ParsableCommand {
       let input = FileHandle.standardInput.readData(ofLength: UAFProcessLimits.maxInput + 1)
       let out = try ctx.env.processUAF(
         input: Array(input), facetID: facetId, channelBinding: channelBinding, tokens: try ctx.tokens(),
-        verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter))
+        verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter),
+        authenticatorSelector: ctx.prompter.canAsk ? TerminalAuthenticatorSelector(prompter: ctx.prompter) : nil)
       print(out)
     }
   }

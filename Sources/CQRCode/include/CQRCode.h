@@ -1,0 +1,25 @@
+// QR codes from PNG/JPEG images, for out-of-band payloads: the image is decoded by libpng (its simplified API) or
+// libjpeg(-turbo) into 8-bit gray, and the gray image is scanned by zbar for QR codes only. In C because
+// libjpeg reports errors by longjmp, which Swift code must not be jumped across.
+#ifndef TB_CQRCODE_H
+#define TB_CQRCODE_H
+#include <stddef.h>
+
+enum {
+  TB_QR_OK = 0,          // exactly one QR code; its text is in *text (free it with tb_qr_free)
+  TB_QR_NOT_IMAGE = 1,   // neither PNG nor JPEG (by the file's signature)
+  TB_QR_BAD_IMAGE = 2,   // a PNG or JPEG that cannot be decoded (truncated, corrupt)
+  TB_QR_TOO_LARGE = 3,   // more pixels than tb_qr_max_pixels
+  TB_QR_NONE = 4,        // no QR code in the image
+  TB_QR_SEVERAL = 5,     // more than one QR code (*count says how many)
+  TB_QR_NO_MEMORY = 6,
+};
+
+// The largest image decoded, in pixels (about 64 MB of gray).
+#define TB_QR_MAX_PIXELS (8192L * 8192L)
+
+// Scans `len` bytes of a PNG or JPEG file. On TB_QR_OK, *text holds the QR code's bytes (NUL-terminated;
+// *text_len without the NUL); *count is the number of QR codes found whatever the result.
+int tb_qr_scan(const unsigned char *bytes, size_t len, char **text, size_t *text_len, int *count);
+void tb_qr_free(char *text);
+#endif

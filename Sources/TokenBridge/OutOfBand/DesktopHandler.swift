@@ -1,0 +1,116 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// The desktop integration of out-of-band links: a `.desktop` entry registering `x-scheme-handler/tokenbridge`,
+/// so that a clicked `tokenbridge://x-callback-url/…` link runs `tokenbridge oob <link>` in a terminal (the
+/// confirmation and the PIN are asked there). Installed per user under `$XDG_DATA_HOME/applications`, made the
+/// default handler with `xdg-mime`, indexed with `update-desktop-database` (Desktop Entry Specification 1.4).
+public struct DesktopHandler: Sendable {
+  public static let fileName = "tokenbridge.desktop"
+  public static let mimeType = "x-scheme-handler/tokenbridge"
+
+  /// The tokenbridge executable the entry runs (absolute).
+  public var executable: String
+
+  public init(executable: String) { self.executable = executable }
+
+  /// The running executable's absolute path (`/proc/self/exe`), else `argv[0]` as given.
+  public static var currentExecutable: String {
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+  }
+
+  /// The `.desktop` file's text. The executable must be an absolute path without control characters (a desktop
+  /// entry value is one line): else `InputError.file(path, EINVAL)`.
+  public func entry() throws(OperationError) -> String {
+    guard executable.hasPrefix("/"), !executable.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+    else { throw .input(.file(path: displayable(executable), errno: EINVAL)) }
+    return """
+      [Desktop Entry]
+      Type=Application
+      Version=1.4
+      Name=TokenBridge
+      GenericName=Out-of-band authentication
+      Comment=Sign in with a PIV smart card or a FIDO2 key from a tokenbridge:// link
+      Exec=\(Self.execQuoted(executable)) oob %u
+      Terminal=true
+      NoDisplay=true
+      MimeType=\(Self.mimeType);
+      Categories=System;Security;
+
+      """
+  }
+
+  /// An Exec program path per the specification: quoted when it holds a reserved character, with `"`, `` ` ``,
+  /// `$` and `\` escaped by a backslash inside the quotes, then every backslash doubled (string-value escaping) and
+  /// `%` written `%%` (field codes).
+  static func execQuoted(_ path: String) -> String {
+    let reserved = Set(" \t\n\"'\\><~|&;$*?#()`%=")
+    var s = path
+    if path.contains(where: { reserved.contains($0) }) {
+      var q = "\""
+      for c in path {
+        if "\"`$\\".contains(c) { q.append("\\") }
+        q.append(c)
+      }
+      s = q + "\""
+    }
+    return s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "%%")
+  }
+
+  /// `$XDG_DATA_HOME/applications` (default `~/.local/share/applications`).
+  public static var applicationsDirectory: URL {
+    let env = ProcessInfo.processInfo.environment
+    if let d = env["XDG_DATA_HOME"], d.hasPrefix("/") {
+      return URL(fileURLWithPath: d).appendingPathComponent("applications")
+    }
+    return URL(fileURLWithPath: env["HOME"] ?? NSHomeDirectory()).appendingPathComponent(".local/share/applications")
+  }
+
+  /// What `install` did, step by step (a step whose tool is missing is reported, not fatal).
+  public struct Installed: Sendable, Equatable {
+    public var file: String
+    /// `xdg-mime default …`: nil when it ran fine, else why not.
+    public var defaultHandler: String?
+    /// `update-desktop-database …`: nil when it ran fine, else why not.
+    public var database: String?
+  }
+
+  /// Writes the entry (0644, replacing an older one atomically) into `directory`, makes it the default handler of
+  /// `tokenbridge:` links and updates the directory's MIME cache.
+  public func install(into directory: URL = applicationsDirectory) throws(OperationError) -> Installed {
+    let text = try entry()
+    let file = directory.appendingPathComponent(Self.fileName)
+    do {
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+      try Data(text.utf8).write(to: file, options: .atomic)
+      try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
+    } catch {
+      let posix = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
+      throw .input(.file(path: file.path, errno: posix.map(Int32.init) ?? EIO))
+    }
+    return Installed(
+      file: file.path,
+      defaultHandler: Self.run("xdg-mime", ["default", Self.fileName, Self.mimeType]),
+      database: Self.run("update-desktop-database", [directory.path]))
+  }
+
+  /// Runs a tool from PATH; nil on success, else a short reason.
+  static func run(_ tool: String, _ args: [String]) -> String? {
+    let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+      .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    guard let path else { return "\(tool) is not installed (Debian: xdg-utils, desktop-file-utils)" }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return "\(tool) could not be started" }
+    p.waitUntilExit()
+    return p.terminationStatus == 0 ? nil : "\(tool) failed (exit \(p.terminationStatus))"
+  }
+}

@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import TokenBridge
+
+struct InstallDesktop: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "install-desktop",
+    abstract: "Make clicked tokenbridge:// links (x-callback-urls) open `tokenbridge oob` in a terminal.",
+    discussion: """
+      Writes tokenbridge.desktop (MimeType x-scheme-handler/tokenbridge) into $XDG_DATA_HOME/applications \
+      (~/.local/share/applications), makes it the default handler with xdg-mime and updates the directory's \
+      MIME cache with update-desktop-database. --print shows the entry and installs nothing.
+      """)
+  @Flag(help: "Print the desktop entry and install nothing.") var print = false
+  @Option(help: "The tokenbridge executable the entry runs (default: this one).") var executable: String?
+
+  func run() throws {
+    let handler = DesktopHandler(executable: executable ?? DesktopHandler.currentExecutable)
+    do {
+      if print {
+        Swift.print(try handler.entry(), terminator: "")
+        return
+      }
+      let done = try handler.install()
+      Swift.print("Installed \(done.file)")
+      Swift.print(
+        done.defaultHandler.map { "Not made the default handler: \($0)" } ?? "Default handler of tokenbridge: links.")
+      if let d = done.database { Swift.print("MIME cache not updated: \(d)") }
+    } catch {
+      let report = ErrorReport(error)
+      FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
+      throw ExitCode(report.status.rawValue)
+    }
+  }
+}
