@@ -27,7 +27,9 @@ def apdus():
     """Call `mark()` before a command and `since()` after it: the APDUs pcscd passed to the card meanwhile,
     each as "INS", "INS P2" (VERIFY, CHANGE REFERENCE DATA, GET METADATA carry their reference in P2) or
     "CB tag" (GET DATA and the object it reads)."""
-    if not apdu_lines():
+    with open(f"/proc/{os.environ.get('TB_PCSCD_PID', 'self')}/cmdline", "rb") as f:
+        pcscd_args = f.read().split(b"\0")
+    if b"-a" not in pcscd_args and b"--apdu" not in pcscd_args:
         pytest.fail("pcscd logs no APDUs: run through Tools/test, or Tools/with-pcscd with TB_PCSCD_ARGS=-a")
 
     class Counter:
@@ -96,6 +98,5 @@ def test_uaf_authentication_sends_nothing_twice(card, rp, home, apdus):  # noqa:
     r = tb(home, "authenticate", "--username", "alice", "--server", server.url, pins=["123456"])
     assert r.returncode == 0, r.stderr
     sent = apdus.since()
-    assert sent.count(SELECT) == 1 and sent.count(SERIAL) == 1 and sent.count(PIN_METADATA) == 1, sent
-    assert sent.count(VERIFY) == 1 and sent.count(SIGN) == 1, sent
     assert len(sent) == len(set(sent)), f"an APDU sent twice: {sent}"
+    assert sent == [SELECT, VERSION, SERIAL, PIN_METADATA, VERIFY, SIGN]
