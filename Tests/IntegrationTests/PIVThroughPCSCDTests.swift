@@ -210,6 +210,49 @@ struct PIVThroughPCSCDTests {
     #expect(done.value)
   }
 
+  @Test func aHeldCardKeepsASecondProcessOutUntilReleased() throws {
+    let card = try VirtualCard()
+    let other = Unchecked(try card.open())  // opening SELECTs: before the holder takes the card
+    let holder = try card.open()
+    holder.holdsCard = true
+    _ = try holder.pinStatus(.pin)  // the next operation begins a transaction, and it is kept
+    let done = Flag()
+    let thread = Thread {
+      _ = try? other.value.pinStatus(.pin)
+      done.set()
+    }
+    thread.start()
+    usleep(500_000)
+    #expect(!done.value, "the second session ran while the first held the card")
+    holder.releaseCard()
+    for _ in 0..<100 where !done.value { usleep(50_000) }
+    #expect(done.value)
+  }
+
+  @Test func aHeldCardIsSelectedOnceAndItsTriesReadOnce() throws {
+    let card = try VirtualCard()
+    let s = try card.open()
+    s.holdsCard = true
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+    let afterFirst = s.card.transmitCount
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+    #expect(s.card.transmitCount == afterFirst, "the tries were read twice in one held transaction")
+    // A wrong PIN's 63C2 is the next count: no read for it.
+    #expect(throws: TokenError.wrongPIN(.pin, retriesLeft: 2)) { try s.verifyPIN(Array("000000".utf8)) }
+    let afterWrong = s.card.transmitCount
+    #expect(try s.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 2, maxRetries: 3, isDefault: true))
+    #expect(s.card.transmitCount == afterWrong)
+    // A right PIN resets the counter on the card: what was remembered is dropped and read again.
+    try s.verifyPIN(Array("123456".utf8))
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+    #expect(s.card.transmitCount == afterWrong + 2)
+    // Released: the next operation begins a new transaction with SELECT and reads the tries afresh.
+    s.releaseCard()
+    let beforeNew = s.card.transmitCount
+    #expect(try s.pinStatus(.pin).retriesLeft == 3)
+    #expect(s.card.transmitCount == beforeNew + 2)  // SELECT, GET METADATA
+  }
+
   @Test func cardWithoutPIVIsNamed() throws {
     let card = try VirtualCard(arguments: ["--without-piv"])
     let result = try TokenDiscovery().discover()

@@ -13,6 +13,7 @@ public struct TokenSelection {
     let result: DiscoveryResult
     var discovery = discovery
     discovery.onlyID = id
+    discovery.holdCards = true  // the chosen card is SELECTed once; the others are let go with `result`
     do { result = try discovery.discover() } catch { throw .token(error) }
     let all = result.found.map(AnyToken.piv) + result.fido2Found.map(AnyToken.fido2)
     if let id {
@@ -40,6 +41,8 @@ public struct TokenSelection {
 
   public func choose(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
     let result: DiscoveryResult
+    var discovery = discovery
+    discovery.holdCards = true  // the chosen card is SELECTed once; the others are let go with `result`
     do { result = try discovery.discover() } catch { throw .token(error) }
     if let id {
       guard let hit = result.found.first(where: { $0.info.id == id }) else {

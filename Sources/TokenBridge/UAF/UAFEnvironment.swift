@@ -40,7 +40,9 @@ public struct UAFEnvironment {
     -> UAFTokens
   {
     let result: DiscoveryResult
-    do { result = try TokenDiscovery(trace: trace, includePUK: false).discover() } catch { throw .token(error) }
+    var discovery = TokenDiscovery(trace: trace, includePUK: false)
+    discovery.holdCards = true  // one SELECT and one read of the tries per command (HardwareNotes.md)
+    do { result = try discovery.discover() } catch { throw .token(error) }
     for k in result.fido2Found {
       let info = k.info
       k.session.touchCue = { touchCue(info) }

@@ -83,6 +83,10 @@ public struct TokenDiscovery {
   /// Virtual FIDO2 keys to probe; `nil`: those named in `TOKENBRIDGE_VIRTUAL_FIDO`.
   public var virtualFIDO2Paths: [String]?
 
+  /// Keep each PIV card's discovery transaction until its session ends or `releaseCard()` (`PIVSession.holdsCard`):
+  /// a command that goes on to use the card SELECTs it once and reads its PIN tries once. A listing leaves it off.
+  public var holdCards = false
+
   /// When set, FIDO2 keys whose id (known without opening them) is another are not probed at all: a command
   /// about one token does not wait for the others.
   public var onlyID: String?
@@ -218,6 +222,7 @@ public struct TokenDiscovery {
           continue
         }
         let session = PIVSession(transport: try context.connect(reader), trace: trace)
+        session.holdsCard = holdCards
         result.found.append(
           DiscoveredToken(info: try Self.describe(session, reader: reader, includePUK: includePUK), session: session))
       } catch let error as SmartCardError {

@@ -25,42 +25,52 @@ extension PIVSession {
 
   /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card has it,
   /// else an empty VERIFY (after VERIFY P1=FF where supported, so an already verified PIN still shows its count).
+  /// Within one transaction the state is read once: later calls get it from memory until a command that may
+  /// change it (VERIFY, CHANGE REFERENCE DATA, …) is sent; a wrong value's 63Cx answer gives the new count.
   public func pinStatus(_ kind: PINKind) throws(TokenError) -> PINStatus {
     try transact { () throws(TokenError) -> PINStatus in
-      if quirks.contains(.metadata) {
-        let r = try send(APDU(ins: 0xF7, p2: Self.reference(kind), le: 0))
-        if r.statusWord == .success, let tlvs = BERTLV.parse(r.data) {
-          let retries = tlvs.first { $0.tag == 0x06 }?.value
-          let isDefault = tlvs.first { $0.tag == 0x05 }?.value.first.map { $0 == 1 }
-          guard let retries, retries.count == 2 else { throw .malformedResponse(operation: "GET METADATA") }
-          return PINStatus(
-            kind: kind, retriesLeft: Int(retries[1]), maxRetries: Int(retries[0]), isDefault: isDefault)
-        }
-      }
-      guard kind == .pin else { return PINStatus(kind: .puk, retriesLeft: nil) }
-      var verified = false
-      var r = try send(APDU(ins: 0x20, p2: 0x80))
-      if r.statusWord == .success {
-        verified = true
-        if quirks.contains(.verifyReset) {
-          _ = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
-          r = try send(APDU(ins: 0x20, p2: 0x80))
-          verified = false
-        }
-      }
-      if let left = retries(r.statusWord) { return PINStatus(kind: .pin, retriesLeft: left) }
-      if r.statusWord == .authenticationMethodBlocked { return PINStatus(kind: .pin, retriesLeft: 0) }
-      if r.statusWord == .success { return PINStatus(kind: .pin, retriesLeft: nil, isVerified: verified) }
-      throw .unexpectedStatus(r.statusWord, operation: "VERIFY (status)")
+      if let known = pinCache[kind] { return known }
+      let status = try readPINStatus(kind)
+      pinCache[kind] = status
+      return status
     }
+  }
+
+  func readPINStatus(_ kind: PINKind) throws(TokenError) -> PINStatus {
+    if quirks.contains(.metadata) {
+      let r = try send(APDU(ins: 0xF7, p2: Self.reference(kind), le: 0))
+      if r.statusWord == .success, let tlvs = BERTLV.parse(r.data) {
+        let retries = tlvs.first { $0.tag == 0x06 }?.value
+        let isDefault = tlvs.first { $0.tag == 0x05 }?.value.first.map { $0 == 1 }
+        guard let retries, retries.count == 2 else { throw .malformedResponse(operation: "GET METADATA") }
+        return PINStatus(
+          kind: kind, retriesLeft: Int(retries[1]), maxRetries: Int(retries[0]), isDefault: isDefault)
+      }
+    }
+    guard kind == .pin else { return PINStatus(kind: .puk, retriesLeft: nil) }
+    var verified = false
+    var r = try send(APDU(ins: 0x20, p2: 0x80))
+    if r.statusWord == .success {
+      verified = true
+      if quirks.contains(.verifyReset) {
+        _ = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
+        r = try send(APDU(ins: 0x20, p2: 0x80))
+        verified = false
+      }
+    }
+    if let left = retries(r.statusWord) { return PINStatus(kind: .pin, retriesLeft: left) }
+    if r.statusWord == .authenticationMethodBlocked { return PINStatus(kind: .pin, retriesLeft: 0) }
+    if r.statusWord == .success { return PINStatus(kind: .pin, retriesLeft: nil, isVerified: verified) }
+    throw .unexpectedStatus(r.statusWord, operation: "VERIFY (status)")
   }
 
   /// Verifies the PIN. Throws `.wrongPIN(retriesLeft:)` or `.pinBlocked`.
   public func verifyPIN(_ pin: [UInt8]) throws(TokenError) {
     var data = try Self.padded(pin, .pin)
     defer { wipe(&data) }
+    let before = pinCache[.pin]
     let r = try transact { () throws(TokenError) in try send(APDU(ins: 0x20, p2: 0x80, data: data, sensitive: true)) }
-    try checkPINResult(r, .pin, "VERIFY")
+    try checkPINResult(r, .pin, "VERIFY", before: before)
   }
 
   /// CHANGE REFERENCE DATA for the PIN or the PUK: one APDU.
@@ -70,10 +80,11 @@ extension PIVSession {
     try Self.checkFormat(new, kind)
     var data = try Self.padded(old, kind) + Self.padded(new, kind)
     defer { wipe(&data) }
+    let before = pinCache[kind]
     let r = try transact { () throws(TokenError) in
       try send(APDU(ins: 0x24, p2: Self.reference(kind), data: data, sensitive: true))
     }
-    try checkPINResult(r, kind, "CHANGE REFERENCE DATA")
+    try checkPINResult(r, kind, "CHANGE REFERENCE DATA", before: before)
   }
 
   /// RESET RETRY COUNTER: unblocks the PIN with the PUK and sets a new PIN. A wrong PUK spends a PUK try.
@@ -83,10 +94,11 @@ extension PIVSession {
     try Self.checkFormat(newPIN, .pin)
     var data = try Self.padded(puk, .puk) + Self.padded(newPIN, .pin)
     defer { wipe(&data) }
+    let before = pinCache[.puk]
     let r = try transact { () throws(TokenError) in
       try send(APDU(ins: 0x2C, p2: 0x80, data: data, sensitive: true))
     }
-    try checkPINResult(r, .puk, "RESET RETRY COUNTER")
+    try checkPINResult(r, .puk, "RESET RETRY COUNTER", before: before)
   }
 
   func retries(_ sw: StatusWord) -> Int? {
@@ -95,12 +107,20 @@ extension PIVSession {
     return nil
   }
 
-  func checkPINResult(_ r: APDUResponse, _ kind: PINKind, _ operation: String) throws(TokenError) {
+  /// Maps a PIN command's answer. A wrong value's answer carries the tries left: while the card is held
+  /// that count is remembered (with what `before` knew of the maximum), so the next `pinStatus` costs nothing.
+  func checkPINResult(_ r: APDUResponse, _ kind: PINKind, _ operation: String, before: PINStatus? = nil)
+    throws(TokenError)
+  {
     if r.statusWord == .success {
       card.transport.resetOnClose = true  // the PIN may now be verified on the card
       return
     }
     if let left = retries(r.statusWord) {
+      if transactionDepth > 0 || cardHeld {
+        pinCache[kind] = PINStatus(
+          kind: kind, retriesLeft: left, maxRetries: before?.maxRetries, isDefault: before?.isDefault)
+      }
       if left == 0 { throw .pinBlocked(kind) }
       throw .wrongPIN(kind, retriesLeft: left)
     }

@@ -3,6 +3,11 @@
 /// Every public operation runs inside one PC/SC transaction that starts with SELECT, so another process
 /// between two operations cannot leave the card in another application; a second process waits for the
 /// transaction (`SCardBeginTransaction`) and then proceeds.
+///
+/// With `holdsCard` set (one command's session, see `TokenDiscovery.holdCards`) the first transaction is kept
+/// until `releaseCard()` or the end of the session: the command SELECTs once, and what it read stays exact
+/// (no other process can send an APDU meanwhile), so the PIN tries read once serve every later check until a
+/// PIN command changes them (HardwareNotes.md, PIV round trips).
 public final class PIVSession {
   /// The PIV AID; cards match right-truncated AIDs (SP 800-73-4 Part 2 §3.1.1).
   public static let aid: [UInt8] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00]
@@ -15,6 +20,15 @@ public final class PIVSession {
   var transactionDepth = 0
 
   var quirksKnown = false
+
+  /// Keep the first transaction until `releaseCard()` (or the end of the session) instead of ending it with
+  /// each operation.
+  public var holdsCard = false
+  /// The transaction is begun and kept (`holdsCard`).
+  var cardHeld = false
+  /// PIN/PUK state read in the current transaction; valid only while no other process can reach the card and
+  /// cleared by any command that may change it (see `send`).
+  var pinCache: [PINKind: PINStatus] = [:]
 
   /// A session over `transport`. Nothing is sent yet: the first operation SELECTs and reads GET VERSION
   /// (to decide the quirks) in its own transaction, so discovery costs one SELECT, not two.
@@ -33,14 +47,26 @@ public final class PIVSession {
 
   /// Runs `body` inside one PC/SC transaction that begins with SELECT (nested calls share it).
   public func transact<T>(_ body: () throws(TokenError) -> T) throws(TokenError) -> T {
-    if transactionDepth > 0 { return try body() }
+    if transactionDepth > 0 || cardHeld {
+      transactionDepth += 1
+      defer { transactionDepth -= 1 }
+      return try body()
+    }
     do { try card.transport.beginTransaction() } catch { throw .smartCard(error) }
+    pinCache = [:]
     transactionDepth += 1
+    var keep = false
     defer {
       transactionDepth -= 1
-      card.transport.endTransaction()
+      if keep {
+        cardHeld = true
+      } else {
+        pinCache = [:]
+        card.transport.endTransaction()
+      }
     }
     try select()
+    keep = holdsCard
     if !quirksKnown {
       let r = try send(APDU(ins: 0xFD))
       if r.statusWord == .success, r.data.count >= 3 {
@@ -50,6 +76,15 @@ public final class PIVSession {
       quirksKnown = true
     }
     return try body()
+  }
+
+  /// Ends the transaction `holdsCard` kept: other processes may use the card again. The next operation
+  /// begins a new transaction with SELECT.
+  public func releaseCard() {
+    guard cardHeld else { return }
+    cardHeld = false
+    pinCache = [:]
+    card.transport.endTransaction()
   }
 
   func select() throws(TokenError) {
@@ -65,6 +100,7 @@ public final class PIVSession {
   /// was quickly undone, it reconnects once, SELECTs again and retries once; a card still gone is reported.
   /// (A retried VERIFY-dependent command then fails cleanly with 6982: the reset cleared the PIN state.)
   func send(_ apdu: APDU, reselectOnReset: Bool = true) throws(TokenError) -> APDUResponse {
+    if !Self.leavesPINStateAlone(apdu.ins) { pinCache = [:] }
     do {
       return try card.send(apdu)
     } catch {
@@ -73,6 +109,7 @@ public final class PIVSession {
       case .cardRemoved: break
       default: throw .smartCard(error)
       }
+      pinCache = [:]  // a reset card has a new PIN state
       do { try card.transport.reconnect() } catch {
         if case .noCard = error { throw .smartCard(.cardRemoved(reader: reader)) }  // still out: it was removed
         throw .smartCard(error)
@@ -80,6 +117,12 @@ public final class PIVSession {
       if reselectOnReset { try select() }
       do { return try card.send(apdu) } catch { throw .smartCard(error) }
     }
+  }
+
+  /// Commands that read and change no PIN/PUK state: SELECT, GET DATA, GET RESPONSE and Yubico GET METADATA,
+  /// GET SERIAL, GET VERSION. Any other command clears what `pinStatus` remembered.
+  static func leavesPINStateAlone(_ ins: UInt8) -> Bool {
+    [0xA4, 0xCB, 0xC0, 0xF7, 0xF8, 0xFD].contains(ins)
   }
 
   func expectSuccess(_ r: APDUResponse, _ operation: String) throws(TokenError) {
