@@ -12,11 +12,7 @@ struct TokenBridgeCommand: ParsableCommand {
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
-<<<<<<< HEAD
-      FIDO2Command.self, Enroll.self, ExitCodes.self,
-=======
-      FIDO2Command.self, InstallDesktop.self, ExitCodes.self,
->>>>>>> oob
+      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, ExitCodes.self,
     ])
 }
 

@@ -96,9 +96,16 @@ def main():
         assert wait(lambda: sh("usbip", "--tcp-port", PORT, "list", "-r", "127.0.0.1").returncode == 0)
         attach("1-1")
         assert tb("pin", "set", pins=["1234"]).returncode == 0
+        # A discoverable credential, so fido2-token -L -r (a real client) has something to list.
+        (work / "c" / "tokenbridge").mkdir(parents=True)
+        (work / "c" / "tokenbridge" / "config.json").write_text('{"fido2ResidentKeys": true}')
         r = tb("register", "--username", "alice", "--server", url, pins=["1234"])
         assert r.returncode == 0, r.stderr
         out["registered"] = registrations(url)
+        # fido2-token asks the PIN on its terminal: give it one (script), the PIN on that terminal's input.
+        p = subprocess.run(["script", "-qec", "fido2-token -L -r /dev/hidraw0", "/dev/null"], input="1234\n",
+                           capture_output=True, text=True, timeout=120)
+        out["fido2_token_rps"] = [p.returncode, p.stdout]
 
         out["wrong_key"] = reset_with_replug("1-2")
         out["after_wrong_key"] = registrations(url)

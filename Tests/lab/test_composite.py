@@ -17,8 +17,11 @@ env -u TOKENBRIDGE_VIRTUAL_FIDO "${TB_BIN:-$LAB_ROOT/.build/debug}/tokenbridge" 
                      "bInterfaceClass 11 Chip/SmartCard"]
     assert seen.startswith("/dev/hidraw0: vendor=0x1209, product=0x0001 (TokenBridge Virtual FIDO2 Key and PIV Card)")
     assert "0: Virtual Token CCID [CCID] (20000001) 00 00" in seen.splitlines()
-    kinds = sorted(t["kind"] for t in json.loads(tokens))
-    assert kinds == ["fido2", "piv"]
+    listed = sorted(json.loads(tokens), key=lambda t: t["kind"])
+    assert [t["kind"] for t in listed] == ["fido2", "piv"]
+    # One physical token: both are on USB device usb-1209-0001-20000001 and name each other.
+    assert {t["usbDevice"] for t in listed} == {"usb-1209-0001-20000001"}
+    assert [t["sameDeviceAs"] for t in listed] == [["piv-20000001"], ["fido2-hidraw0"]]
 
 
 DETACH = r"""

@@ -10,6 +10,8 @@ def test_reset_with_a_usb_replug(devices):
     assert r.returncode == 0, r.stdout[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert [x["username"] for x in out["registered"]] == ["alice"]
+    code, text = out["fido2_token_rps"]
+    assert code == 0 and "tokenbridge.uaf" in text, text  # our discoverable credential, as fido2-token lists it
 
     code, text = out["wrong_key"]
     assert code == 34, text

@@ -31,6 +31,7 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
   case declined = 32
   case resetWindowMissed = 33
   case differentKey = 34
+  case doctorFoundProblems = 35
   case usage = 64
 
   public var meaning: String {
@@ -67,6 +68,7 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case .declined: "a destructive operation (FIDO2 reset, credential deletion) was not confirmed as asked"
     case .resetWindowMissed: "the FIDO2 key refused the reset: too long since it was plugged in (nothing erased)"
     case .differentKey: "the FIDO2 key that came back after the replug is another key (nothing reset)"
+    case .doctorFoundProblems: "tokenbridge doctor found at least one problem (each printed with its fix)"
     case .usage: "bad arguments"
     }
   }

@@ -21,6 +21,11 @@ public struct TokenInfo: Codable, Sendable, Equatable {
   public var puk: PINStatus?
   /// FIDO2 keys: what getInfo says (PIN set, minPINLength, forcePINChange, …).
   public var fido2: FIDO2Info?
+  /// The USB device the token is on (`USBIdentity.key`), when sysfs tells; tokens with the same value are one
+  /// physical token (a YubiKey's PIV card and FIDO2 key).
+  public var usbDevice: String?
+  /// The other tokens on the same USB device (their ids).
+  public var sameDeviceAs: [String]?
 }
 
 /// A FIDO2 key found by discovery, with its open session.

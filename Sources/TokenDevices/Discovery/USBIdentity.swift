@@ -46,6 +46,38 @@ public struct USBIdentity: Equatable, Sendable {
     throw .notUSB(name)
   }
 
+  /// The USB device behind a PC/SC reader: pcscd (libccid) names a reader "Name [Interface] (USB serial) 00 00",
+  /// so the device with a CCID interface whose serial is in the name. Nil when none or several match.
+  public static func forReader(_ reader: String, sys: String = "/sys") -> USBIdentity? {
+    let devices = (try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/bus/usb/devices")) ?? []
+    let matches = devices.filter { !$0.contains(":") }.compactMap { name -> USBIdentity? in
+      guard let id = try? of(name, sys: sys), id.hasCCID, let serial = id.serial, reader.contains("(\(serial))")
+      else { return nil }
+      return id
+    }
+    return matches.count == 1 ? matches[0] : nil
+  }
+
+  /// Marks the tokens that share a USB device: `usbDevice` on each, `sameDeviceAs` with the others' ids.
+  public static func group(_ tokens: [TokenInfo], sys: String = "/sys") -> [TokenInfo] {
+    var out = tokens
+    for i in out.indices {
+      let t = out[i]
+      let node = String(t.id.dropFirst("fido2-".count))
+      if t.kind == .fido2, t.id.hasPrefix("fido2-hidraw"), node.dropFirst(6).allSatisfy(\.isNumber) {
+        out[i].usbDevice = (try? of(node, sys: sys))?.key
+      } else if let reader = t.reader {
+        out[i].usbDevice = forReader(reader, sys: sys)?.key
+      }
+    }
+    for i in out.indices {
+      guard let key = out[i].usbDevice else { continue }
+      let others = out.filter { $0.usbDevice == key && $0.id != out[i].id }.map(\.id)
+      out[i].sameDeviceAs = others.isEmpty ? nil : others
+    }
+    return out
+  }
+
   static func read(_ dir: String, name: String) throws(LookupError) -> USBIdentity {
     let fm = FileManager.default
     guard let vendor = attribute(dir, "idVendor"), let product = attribute(dir, "idProduct") else {

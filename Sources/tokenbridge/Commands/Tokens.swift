@@ -23,6 +23,9 @@ struct Tokens: ParsableCommand {
         print("  kind: \(t.kind.rawValue)   capabilities: \(t.capabilities.joined(separator: ", "))")
         if let r = t.reader { print("  reader: \(displayable(r))") }
         if let s = t.serial { print("  serial: \(s)") }
+        if let same = t.sameDeviceAs {
+          print("  same USB device as: \(same.joined(separator: ", ")) (one physical token)")
+        }
         for line in Render.pinLines(t) { print("  " + line) }
       }
       for r in listing.emptyReaders { print("(\(displayable(r)): no card)") }

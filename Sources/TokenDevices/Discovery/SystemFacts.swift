@@ -1,0 +1,89 @@
+import CFido2
+import Foundation
+
+/// Facts about this machine's token stack that `tokenbridge doctor` reports: library versions, hidraw devices
+/// as the kernel and udev see them, and which processes hold smart cards. Reads sysfs and udev's database;
+/// opens nothing.
+public enum SystemFacts {
+  /// libfido2's file as loaded (e.g. `libfido2.so.1.12.0`), from this process's memory map.
+  public static var libfido2File: String? {
+    _ = fido_init  // linked: the map has it
+    guard let maps = procFile("/proc/self/maps") else { return nil }
+    for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
+      guard let slash = line.firstIndex(of: "/"), line.contains("libfido2") else { continue }
+      let path = String(line[slash...])
+      guard let real = realpath(path, nil) else { return (path as NSString).lastPathComponent }
+      defer { free(real) }
+      return (String(cString: real) as NSString).lastPathComponent
+    }
+    return nil
+  }
+
+  /// pcscd's version from `pcscd --version` ("pcsc-lite version 1.9.9."), nil when there is no pcscd binary.
+  public static var pcscdVersion: String? {
+    for path in ["/usr/sbin/pcscd", "/usr/local/sbin/pcscd", "/sbin/pcscd"]
+    where FileManager.default.isExecutableFile(atPath: path) {
+      let p = Process()
+      let out = Pipe()
+      p.executableURL = URL(fileURLWithPath: path)
+      p.arguments = ["--version"]
+      p.standardOutput = out
+      p.standardError = FileHandle.nullDevice
+      guard (try? p.run()) != nil else { return nil }
+      let data = out.fileHandleForReading.readDataToEndOfFile()
+      p.waitUntilExit()
+      let first = String(decoding: data.prefix(4096), as: UTF8.self).split(separator: "\n").first ?? ""
+      return first.split(separator: " ").last.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ".")) }
+    }
+    return nil
+  }
+
+  /// A hidraw node as the kernel and udev describe it.
+  public struct Hidraw: Equatable, Sendable {
+    public var name: String
+    /// The HID report descriptor starts with usage page 0xF1D0 (FIDO Alliance).
+    public var fidoUsage: Bool
+    /// udev marked it (60-fido-id.rules or our rules).
+    public var udevFIDO: Bool
+    /// This process may read and write the node.
+    public var accessible: Bool
+  }
+
+  public static func hidraw(sys: String = "/sys", dev: String = "/dev", udev: String = "/run/udev/data") -> [Hidraw] {
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/class/hidraw")) ?? []).sorted()
+    return names.map { name in
+      let descriptor = procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor")
+      let fido = descriptor.map { Array($0.prefix(3)) == [0x06, 0xD0, 0xF1] } ?? false
+      let number = procFile("\(sys)/class/hidraw/\(name)/dev").map {
+        String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+      }
+      let db = number.flatMap { FileManager.default.contents(atPath: "\(udev)/c\($0)") }.map {
+        String(decoding: $0, as: UTF8.self)
+      }
+      let marked = db?.split(separator: "\n").contains("E:ID_FIDO_TOKEN=1") ?? false
+      return Hidraw(
+        name: name, fidoUsage: fido, udevFIDO: marked, accessible: access("\(dev)/\(name)", R_OK | W_OK) == 0)
+    }
+  }
+
+  /// Processes known to hold smart cards exclusively (gpg's scdaemon, pcscd-using agents), from /proc.
+  public static func cardHolders(proc: String = "/proc") -> [(pid: Int32, name: String)] {
+    let known: Set<String> = ["scdaemon", "gpg-agent", "ykman", "opensc-tool", "pkcs11-tool", "p11-kit-server"]
+    var out: [(Int32, String)] = []
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: proc)) ?? [] {
+      guard let pid = Int32(entry), let comm = procFile("\(proc)/\(entry)/comm") else {
+        continue
+      }
+      let name = String(decoding: comm, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+      if known.contains(name) { out.append((pid, name)) }
+    }
+    return out.sorted { $0.0 < $1.0 }
+  }
+
+  /// A procfs/sysfs file (their size is 0 to stat, so read to the end; at most 4 MiB).
+  static func procFile(_ path: String) -> Data? {
+    guard let h = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? h.close() }
+    return try? h.read(upToCount: 4 << 20)
+  }
+}

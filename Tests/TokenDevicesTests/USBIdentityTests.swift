@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+@testable import TokenDevices
+
+/// USB identity from a sysfs tree laid out as the kernel does (devices/, class/hidraw and bus/usb/devices links).
+struct USBIdentityTests {
+  let root: String
+
+  init() throws {
+    root = FileManager.default.temporaryDirectory.appendingPathComponent("sys-\(UUID().uuidString)").path
+    let fm = FileManager.default
+    func file(_ path: String, _ text: String) throws {
+      try fm.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+      try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+    func link(_ path: String, _ target: String) throws {
+      try fm.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+      try fm.createSymbolicLink(atPath: path, withDestinationPath: target)
+    }
+    // 1-1: composite (FIDO HID + CCID) with a serial; 1-2: CCID only, no serial.
+    let d = "\(root)/devices/platform/vhci_hcd.0/usb1"
+    try file("\(d)/1-1/idVendor", "1209")
+    try file("\(d)/1-1/idProduct", "0001")
+    try file("\(d)/1-1/serial", "20000001")
+    try file("\(d)/1-1/1-1:1.0/bInterfaceClass", "03")
+    try fm.createDirectory(
+      atPath: "\(d)/1-1/1-1:1.0/0003:1209:0001.0001/hidraw/hidraw0", withIntermediateDirectories: true)
+    try file("\(d)/1-1/1-1:1.1/bInterfaceClass", "0b")
+    try file("\(d)/1-2/idVendor", "1209")
+    try file("\(d)/1-2/idProduct", "0001")
+    try file("\(d)/1-2/1-2:1.0/bInterfaceClass", "0b")
+    try link("\(root)/class/hidraw/hidraw0", "\(d)/1-1/1-1:1.0/0003:1209:0001.0001/hidraw/hidraw0")
+    for n in ["1-1", "1-1:1.0", "1-1:1.1"] {
+      try link("\(root)/bus/usb/devices/\(n)", "\(d)/1-1" + (n == "1-1" ? "" : "/\(n)"))
+    }
+    for n in ["1-2", "1-2:1.0"] { try link("\(root)/bus/usb/devices/\(n)", "\(d)/1-2" + (n == "1-2" ? "" : "/\(n)")) }
+  }
+
+  @Test func theHidrawNodeAndTheCCIDInterfaceAreOneDevice() throws {
+    let a = try USBIdentity.of("hidraw0", sys: root)
+    let b = try USBIdentity.of("1-1:1.1", sys: root)
+    #expect(a == b)
+    #expect(a.key == "usb-1209-0001-20000001")
+    #expect(a.interfaceClasses == ["03", "0b"] && a.hidraw == ["hidraw0"] && a.hasCCID)
+  }
+
+  @Test func withoutASerialTheKeyIsThePort() throws {
+    let c = try USBIdentity.of("1-2:1.0", sys: root)
+    #expect(c.key == "usb-1209-0001-port-1-2" && c.hidraw.isEmpty && c.hasCCID)
+  }
+
+  @Test func unknownAndUnsafeNamesAreRefused() {
+    #expect(throws: USBIdentity.LookupError.noDevice("hidraw9")) { try USBIdentity.of("hidraw9", sys: root) }
+    #expect(throws: USBIdentity.LookupError.noDevice("../1-1")) { try USBIdentity.of("../1-1", sys: root) }
+  }
+
+  @Test func tokensOnOneDeviceAreLinked() {
+    func token(_ id: String, _ kind: TokenKind, reader: String? = nil) -> TokenInfo {
+      TokenInfo(id: id, kind: kind, name: id, reader: reader, capabilities: [])
+    }
+    let grouped = USBIdentity.group(
+      [
+        token("piv-20000001", .piv, reader: "Virtual Token CCID [CCID] (20000001) 00 00"),
+        token("fido2-hidraw0", .fido2), token("piv-5", .piv, reader: "Virtual PCD 00 00"),
+      ], sys: root)
+    #expect(grouped.map(\.usbDevice) == ["usb-1209-0001-20000001", "usb-1209-0001-20000001", nil])
+    #expect(grouped.map(\.sameDeviceAs) == [["fido2-hidraw0"], ["piv-20000001"], nil])
+  }
+}
