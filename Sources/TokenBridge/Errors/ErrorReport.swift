@@ -287,6 +287,29 @@ public struct ErrorReport: Equatable, Sendable {
     case .file(let path, let errno):
       return .init(
         status: .usage, message: "Cannot use \(path): \(String(cString: strerror(errno))).", code: "errno \(errno)")
+    case .pinentry(let p): return pinentry(p)
+    }
+  }
+
+  static func pinentry(_ e: PinentryError) -> ErrorReport {
+    switch e {
+    case .cannotStart(let program, let errno):
+      return .init(
+        status: .configuration,
+        message: "Cannot start the pinentry program \(shown(program)) (\(String(cString: strerror(errno)))): install "
+          + "one (e.g. pinentry-tty, pinentry-gnome3) or name it with PINENTRY_PROGRAM or \"pinentry\" in the "
+          + "configuration; nothing was sent to the token.", code: "errno \(errno)")
+    case .ended(let program, let command):
+      return .init(
+        status: .failure,
+        message: "The pinentry program \(shown(program)) ended before answering (\(command)); nothing was sent to "
+          + "the token.")
+    case .refused(let program, let command, let code):
+      return .init(
+        status: .failure,
+        message: "The pinentry program \(shown(program)) "
+          + (code == nil ? "answered \(command) with something that is not Assuan" : "refused \(command)")
+          + "; nothing was sent to the token.", code: code.map { "Assuan ERR \($0)" })
     }
   }
 

@@ -18,9 +18,12 @@ struct UAFContext {
   let options: GlobalOptions
 
   init(_ options: GlobalOptions) throws {
-    var env = try UAFEnvironment()
+    var configuration = try Configuration.load()
+    // --timeout bounds every wait for the user, a touch included.
+    if let t = options.timeoutOption { configuration.interactionTimeout = t }
+    var env = try UAFEnvironment(configuration: configuration)
     self.options = options
-    let prompter = options.prompter()
+    let prompter = try options.prompter()
     env.dispatchTargetFailed = { e in
       prompter.say(
         "tokenbridge: the account's dispatch target at the server was not made or removed (tokenbridge device check "
