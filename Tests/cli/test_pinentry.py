@@ -202,3 +202,30 @@ def test_real_pinentry_tty_cancel_and_prompt_option(card, tmp_path):
     child.close()
     assert child.exitstatus == 3
     assert pin_tries() == 3
+
+
+def spend_two_tries():
+    for _ in range(2):
+        assert piv_tool("-a", "verify-pin", "-P", "999999").returncode != 0
+    assert pin_tries() == 1
+
+
+def test_last_try_is_confirmed_in_pinentry(card, tmp_path):
+    """Before the last try the dialog warns, and the confirmation is a pinentry CONFIRM (OK: go on)."""
+    spend_two_tries()
+    env, path = scenario(tmp_path, ["123456", "24681357", "@ok"])
+    r = tb("pin", "change", env=env)
+    assert r.returncode == 0, r.stderr
+    assert piv_tool("-a", "verify-pin", "-P", "24681357").returncode == 0
+    log = [decoded(l) for l in log_of(path)]
+    assert any("This is the last try: a wrong PIN now blocks it." in l for l in log if l.startswith("SETDESC "))
+    assert "CONFIRM" in log
+
+
+def test_last_try_not_confirmed_in_pinentry(card, tmp_path):
+    spend_two_tries()
+    env, path = scenario(tmp_path, ["123456", "24681357", "@cancel"])
+    r = tb("pin", "change", env=env)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr == "tokenbridge: Cancelled; nothing was changed on the token.\n"
+    assert pin_tries() == 1
