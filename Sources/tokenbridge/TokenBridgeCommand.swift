@@ -101,15 +101,26 @@ struct GlobalOptions: ParsableArguments {
     } catch {
       let report = ErrorReport(error)
       if json {
-        var out = ["error": report.message, "exitCode": "\(report.status.rawValue)"]
-        if let code = report.code { out["code"] = code }
-        print(Render.json(out))
+        print(
+          Render.json(
+            ErrorJSON(
+              error: report.message, exitCode: "\(report.status.rawValue)", code: report.code,
+              candidates: ErrorReport.candidates(error))))
       } else {
         FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
       }
       throw ExitCode(report.status.rawValue)
     }
   }
+}
+
+/// An error with --json: the message, the exit code (a string, as always), the code underneath, and for a
+/// choice nobody could make, every candidate with its reasons.
+struct ErrorJSON: Encodable {
+  var error: String
+  var exitCode: String
+  var code: String?
+  var candidates: [SelectionCandidate]?
 }
 
 struct ExitCodes: ParsableCommand {
