@@ -229,3 +229,25 @@ def test_last_try_not_confirmed_in_pinentry(card, tmp_path):
     assert r.returncode == 3, r.stderr
     assert r.stderr == "tokenbridge: Cancelled; nothing was changed on the token.\n"
     assert pin_tries() == 1
+
+
+def test_touch_not_given_times_out_at_the_interaction_timeout(tmp_path):
+    """A FIDO2 key waiting for a touch nobody gives (it would wait ~30 s itself, --presence wait: forever):
+    --timeout ends it with exit 14, nothing registered at the server or locally."""
+    from fido2_conn import Key
+    from test_uaf import RelyingParty
+    k = Key(tmp_path, "--presence", "wait")
+    server = RelyingParty(tmp_path)
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": k.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        assert tb("pin", "set", env=home, pins=["1234"]).returncode == 0
+        r = tb("register", "--username", "alice", "--server", server.url, "--timeout", "2", env=home, pins=["1234"],
+               timeout=30)
+        assert r.returncode == 14, r.stderr
+        assert r.stderr.endswith("tokenbridge: The key was not touched in time; nothing was done.\n"), r.stderr
+        assert server.registrations() == []
+        assert json.loads(tb("authenticators", "--all", "--json", env=home).stdout) == []
+    finally:
+        server.stop()
+        k.stop()
