@@ -144,3 +144,19 @@ def test_username_less_authentication_lists_accounts(setup):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_a_lone_blocked_token_still_says_how_to_unblock(card, tmp_path):
+    """Nothing else could serve: the blocked PIN is reported as such (exit 7, pin unblock), not as 'no token
+    fits'."""
+    server = RelyingParty(tmp_path)
+    home = {"XDG_DATA_HOME": str(tmp_path / "d"), "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        for _ in range(3):
+            piv_tool("-a", "verify-pin", "-P", "999999")
+        r = tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["123456"])
+        assert r.returncode == 7, r.stderr
+        assert "pin unblock" in r.stderr
+        assert server.registrations() == []
+    finally:
+        server.stop()

@@ -58,6 +58,11 @@ public struct SelectionCandidate: Sendable, Equatable, Codable {
 
   public var isUsable: Bool { isSupportedByHardware && isPolicyCompliant }
 
+  /// The only thing that keeps this token out is its blocked PIN.
+  static func onlyPINBlocked(_ t: TokenInfo) -> Bool {
+    t.pin?.isBlocked == true && hardwareProblems(t).count == 1
+  }
+
   /// What keeps a token from serving at all, whatever the policy says.
   static func hardwareProblems(_ t: TokenInfo) -> [String] {
     var out: [String] = []
@@ -200,7 +205,13 @@ public struct UAFClient {
         token: a.tokenInfo, aaid: a.aaid, isSupportedByHardware: c.isSupportedByHardware,
         isPolicyCompliant: c.isPolicyCompliant, reasons: c.reasons, candidate: c)
     }
-    let compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
+    var compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
+    if compliant.isEmpty,
+      let blocked = items.first(where: { $0.isPolicyCompliant && SelectionCandidate.onlyPINBlocked($0.token) })
+    {
+      // Nothing else could serve: the token's own PIN flow says how to get out of the block (exit 7).
+      compliant = [blocked]
+    }
     guard !compliant.isEmpty else {
       var why: [String: [String]] = [:]
       for i in items { why["\(i.token.id) (\(i.aaid))"] = i.reasons }
@@ -242,6 +253,9 @@ public struct UAFClient {
     var candidates: [(any TokenAuthenticator, AuthenticatorRecord)] = []
     // Every account (registration) here, usable or not, with its reasons: what a choice lists.
     var listed: [SelectionCandidate] = []
+    // Accounts kept out only by a blocked PIN: when nothing else can serve, the token's own PIN flow says how
+    // to get out of the block (exit 7) rather than "no suitable authenticator".
+    var blocked: [(any TokenAuthenticator, AuthenticatorRecord)] = []
     var why: [String: [String]] = [:]
     for a in authenticators() {
       let mine = records.filter { $0.tokenID == a.tokenInfo.id && $0.aaid == a.aaid }
@@ -260,6 +274,7 @@ public struct UAFClient {
           candidates.append((a, rec))
         } else {
           why[a.tokenInfo.id, default: []] += c.reasons
+          if c.isPolicyCompliant && SelectionCandidate.onlyPINBlocked(a.tokenInfo) { blocked.append((a, rec)) }
         }
       }
     }
@@ -272,6 +287,7 @@ public struct UAFClient {
           token: rec.tokenID, name: "", aaid: rec.aaid, username: rec.username, keyID: rec.keyID,
           hardwareReasons: ["that token is not plugged in"], policyReasons: []))
     }
+    if candidates.isEmpty && blocked.count == 1 { candidates = blocked }
     guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why) }
     var chosen = candidates[0]
     if candidates.count > 1 {
