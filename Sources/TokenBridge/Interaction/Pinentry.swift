@@ -272,47 +272,64 @@ public final class Pinentry {
       return try reply(for: verb(line), data: data)
     }
 
-    /// Reads lines up to OK/ERR; D lines are decoded into `data` (nil: a D line is a protocol error).
+    /// Reads lines up to OK/ERR; D lines are decoded into `data` (nil: a D line is a protocol error). Lines are
+    /// read in place in `pending` (no slice of it is kept: a later write would copy the buffer, leaving the
+    /// original unwiped) and wiped before they are dropped.
     func reply(for command: String, data: Secret?) throws -> Reply {
       while true {
         let end = try nextLine(command)
-        defer {
-          for i in 0...end { pending[i] = 0 }
-          pending.removeFirst(end + 1)
-        }
         var len = end
         if len > 0 && pending[len - 1] == 0x0D { len -= 1 }
-        let line = pending[0..<len]
-        if line.starts(with: Array("OK".utf8)) && (len == 2 || line[2] == 0x20) { return .ok }
-        if line.starts(with: Array("ERR ".utf8)) {
-          let digits = line.dropFirst(4).prefix { $0 >= 0x30 && $0 <= 0x39 }
-          guard let code = UInt32(String(decoding: digits, as: UTF8.self)) else { break }
-          return .err(code)
-        }
-        if line.starts(with: Array("D ".utf8)) {
-          guard let data else { break }
-          try decode(line.dropFirst(2), into: data, command: command)
-          continue
-        }
-        if line.starts(with: Array("S".utf8)) || line.starts(with: Array("#".utf8)) || len == 0 { continue }
-        if line.starts(with: Array("INQUIRE".utf8)) {
+        let outcome: Reply?
+        var understood = true
+        if has("OK", len) && (len == 2 || pending[2] == 0x20) {
+          outcome = .ok
+        } else if has("ERR ", len) {
+          var code: UInt32 = 0
+          var i = 4
+          while i < len, pending[i] >= 0x30, pending[i] <= 0x39, code < UInt32.max / 10 {
+            code = code * 10 + UInt32(pending[i] - 0x30)
+            i += 1
+          }
+          understood = i > 4
+          outcome = .err(code)
+        } else if has("D ", len) {
+          outcome = nil
+          if let data { try decode(2..<len, into: data, command: command) } else { understood = false }
+        } else if len == 0 || has("S", len) || has("#", len) {
+          outcome = nil
+        } else if has("INQUIRE", len) {
           // Nothing of ours is inquired: cancel the inquiry; the command then ends with ERR.
           let can = Array("CAN\n".utf8)
           _ = can.withUnsafeBytes { Glibc.write(toChild, $0.baseAddress, $0.count) }
-          continue
+          outcome = nil
+        } else {
+          outcome = nil
+          understood = false
         }
-        break
+        for i in 0...end { pending[i] = 0 }
+        pending.removeFirst(end + 1)
+        guard understood else { break }
+        if let outcome { return outcome }
       }
       throw InputError.pinentry(.refused(program: owner.program, command: command, code: nil))
     }
 
-    /// Percent-decoding of a D line into the secret's reserved buffer.
-    func decode(_ s: ArraySlice<UInt8>, into data: Secret, command: String) throws {
-      var i = s.startIndex
-      while i < s.endIndex {
-        var b = s[i]
+    /// Does the line of `len` bytes at the start of `pending` begin with `prefix`?
+    func has(_ prefix: String, _ len: Int) -> Bool {
+      let p = Array(prefix.utf8)
+      guard len >= p.count else { return false }
+      for (i, b) in p.enumerated() where pending[i] != b { return false }
+      return true
+    }
+
+    /// Percent-decoding of `pending[range]` (a D line's data) into the secret's reserved buffer.
+    func decode(_ range: Range<Int>, into data: Secret, command: String) throws {
+      var i = range.lowerBound
+      while i < range.upperBound {
+        var b = pending[i]
         if b == 0x25 {
-          guard i + 2 < s.endIndex, let h = hex(s[i + 1]), let l = hex(s[i + 2]) else {
+          guard i + 2 < range.upperBound, let h = hex(pending[i + 1]), let l = hex(pending[i + 2]) else {
             throw InputError.pinentry(.refused(program: owner.program, command: command, code: nil))
           }
           b = h << 4 | l
@@ -322,6 +339,7 @@ public final class Pinentry {
           throw InputError.pinentry(.refused(program: owner.program, command: command, code: nil))
         }
         data.append(b)
+        b = 0
         i += 1
       }
     }
