@@ -251,3 +251,22 @@ def test_touch_not_given_times_out_at_the_interaction_timeout(tmp_path):
     finally:
         server.stop()
         k.stop()
+
+
+def test_fido2_pin_set_through_pinentry(tmp_path):
+    """A FIDO2 key's first PIN: one dialog with the rules as the constraints hint and the repetition."""
+    from fido2_conn import Key
+    k = Key(tmp_path)
+    try:
+        env, path = scenario(tmp_path, ["pässwört"])
+        env["TOKENBRIDGE_VIRTUAL_FIDO"] = k.sock
+        r = tb("pin", "set", env=env)
+        assert r.returncode == 0, r.stderr
+        log = [decoded(l) for l in log_of(path)]
+        hint = next(l for l in log if l.startswith("OPTION constraints-hint-short="))
+        assert "4" in hint
+        assert any(l.startswith("SETREPEAT ") for l in log) and log.count("GETPIN") == 1
+        desc = next(l for l in log if l.startswith("SETDESC "))
+        assert "has no PIN yet." in desc
+    finally:
+        k.stop()

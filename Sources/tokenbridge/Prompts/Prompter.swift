@@ -12,7 +12,8 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   init(pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil) {
     reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
-    let terminal = pinFD == nil && mode != .pinentry ? Terminal(timeout: timeout) : nil
+    // The terminal (when there is one) still shows notices and asks which token, with pinentry too.
+    let terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
     self.terminal = terminal
     self.assumeYes = assumeYes
     let env = ProcessInfo.processInfo.environment
