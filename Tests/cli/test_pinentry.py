@@ -270,3 +270,17 @@ def test_fido2_pin_set_through_pinentry(tmp_path):
         assert "has no PIN yet." in desc
     finally:
         k.stop()
+
+
+def test_ctrl_c_in_real_pinentry_tty_is_the_users_cancel(card, tmp_path):
+    """Ctrl-C reaches pinentry-tty too (same terminal): the dialog ends as the user's cancel (exit 3), not as
+    an interrupted program (130)."""
+    child = spawn(["pin", "change", "--prompt", "pinentry"],
+                  {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PINENTRY_PROGRAM": "pinentry-tty"})
+    child.expect("Current PIN:")
+    child.sendintr()
+    child.expect("Cancelled; nothing was changed on the token.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 3
+    assert pin_tries() == 3

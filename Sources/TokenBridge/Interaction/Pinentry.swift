@@ -266,7 +266,7 @@ public final class Pinentry {
       while off < bytes.count {
         let n = bytes[off...].withUnsafeBytes { Glibc.write(toChild, $0.baseAddress, $0.count) }
         if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { throw InputError.pinentry(.ended(program: owner.program, command: verb(line))) }
+        guard n > 0 else { throw ended(verb(line)) }
         off += n
       }
       return try reply(for: verb(line), data: data)
@@ -366,9 +366,25 @@ public final class Pinentry {
         do { n = try block.withUnsafeMutableBytes { try SecretLineReader.read(fromChild, $0, deadline) } } catch {
           throw error is InteractionError ? error : PinentryError.ended(program: owner.program, command: command)
         }
-        guard n > 0 else { throw InputError.pinentry(.ended(program: owner.program, command: command)) }
+        guard n > 0 else { throw ended(command) }
         pending.append(contentsOf: block[0..<n])
       }
+    }
+
+    /// The program closed its side: reap it (it is ending). One ended by Ctrl-C (SIGINT: a terminal pinentry
+    /// shares our terminal) is the user's cancel; anything else is `.ended`.
+    func ended(_ command: String) -> Error {
+      var status: Int32 = 0
+      for _ in 0..<20 {
+        let r = waitpid(pid, &status, WNOHANG)
+        if r == pid {
+          if status & 0x7F == SIGINT { return InteractionError.cancelled }
+          break
+        }
+        if r < 0 { break }
+        usleep(50_000)
+      }
+      return InputError.pinentry(.ended(program: owner.program, command: command))
     }
 
     /// Says BYE (when the program is still there), closes the pipes and reaps the program; one that does not

@@ -51,8 +51,10 @@ final class Prompter: PinChanger, PinUserVerifier {
       return line
     }
     if let pinentry {
-      return try pinentry.getPin(
-        PinentryDialog(title: Self.title, description: about, prompt: pinentryPrompt(prompt), error: notice))
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.getPin(
+          PinentryDialog(title: Self.title, description: about, prompt: pinentryPrompt(prompt), error: notice))
+      }
     }
     if let notice { say(notice) }
     guard let terminal else { throw InputError.noTerminal(expected: expected) }
@@ -67,10 +69,12 @@ final class Prompter: PinChanger, PinUserVerifier {
     _ name: String, expected: ExpectedInput, notice: String? = nil, about: String = "", hint: String? = nil
   ) throws -> Secret {
     if let pinentry, reader == nil {
-      return try pinentry.getPin(
-        PinentryDialog(
-          title: Self.title, description: about, prompt: "New \(name):", error: notice,
-          repeatPrompt: "Repeat new \(name):", repeatError: "The two entries differ.", constraintsHint: hint))
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.getPin(
+          PinentryDialog(
+            title: Self.title, description: about, prompt: "New \(name):", error: notice,
+            repeatPrompt: "Repeat new \(name):", repeatError: "The two entries differ.", constraintsHint: hint))
+      }
     }
     var notice = notice
     for _ in 0..<3 {
@@ -103,7 +107,9 @@ final class Prompter: PinChanger, PinUserVerifier {
       return true
     }
     if let pinentry, reader == nil {
-      return try pinentry.confirm(title: Self.title, description: warning, ok: "Continue", cancel: "Cancel")
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.confirm(title: Self.title, description: warning, ok: "Continue", cancel: "Cancel")
+      }
     }
     guard let terminal else { throw InputError.notConfirmed(about) }
     terminal.write(warning + " Type yes to continue: ")
