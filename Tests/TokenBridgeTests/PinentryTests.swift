@@ -60,6 +60,11 @@ import Testing
     #expect(throws: InputError.pinentry(.ended(program: p.program, command: "GETPIN"))) { try p.getPin(dialog) }
   }
 
+  @Test func programKilledByCtrlCIsTheUsersCancel() throws {
+    let s = try scenario(["@sigint"])
+    #expect(throws: InteractionError.cancelled) { try pinentry(s).getPin(dialog) }
+  }
+
   @Test func notAssuan() throws {
     let s = try scenario(["@garbage"])
     let p = try pinentry(s)

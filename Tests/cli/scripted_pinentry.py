@@ -10,6 +10,7 @@ carries over the separate runs of one tokenbridge command):
   "@cancel"   ERR 83886179 Operation cancelled <Pinentry>
   "@ok"       OK (CONFIRM)
   "@die"      exit(1) without answering
+  "@sigint"   killed by SIGINT without answering (as a terminal pinentry by the user's Ctrl-C)
   "@hang"     never answer (the caller's timeout must end it)
   "@garbage"  a line that is not Assuan
 Commands named in "refuse" get "ERR 536871187 Unknown IPC command". Every command received is appended
@@ -17,6 +18,7 @@ to "<scenario>.log" (the fake never receives a PIN: it only sends them).
 """
 import json
 import os
+import signal
 import sys
 import time
 
@@ -75,6 +77,10 @@ def main():
                 send("OK")
             elif a == "@die":
                 os._exit(1)
+            elif a == "@sigint":
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(10)
             elif a == "@hang":
                 while True:
                     time.sleep(3600)
