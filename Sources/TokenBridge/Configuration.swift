@@ -29,6 +29,12 @@ public struct Configuration: Equatable, Sendable {
   public var callbackAllowList: [String] = []
   /// Enrollment when a token is plugged in (`tokenbridge enroll`, started by udev + systemd). Nil: none.
   public var enroll: EnrollmentSettings?
+  /// How PINs and passwords are asked: "terminal", "pinentry", or "auto" (the terminal when there is one,
+  /// else pinentry when a pinentry is named or a graphical session is there). `--prompt` wins.
+  public var prompt: PromptMode = .auto
+  /// The pinentry program (a name looked up on PATH, or an absolute path); nil: `$PINENTRY_PROGRAM`, else
+  /// `pinentry`.
+  public var pinentry: String?
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -51,9 +57,8 @@ public struct Configuration: Equatable, Sendable {
 
   /// The keys a configuration file may hold.
   public static let knownKeys = [
-    "attestationSlot", "callbackAllowList", "enroll", "facetID", "fido2AAID", "fido2ResidentKeys", "interactionTimeout",
-    "networkTimeout",
-    "pivAAID", "pivSlots", "server",
+    "attestationSlot", "callbackAllowList", "enroll", "facetID", "fido2AAID", "fido2ResidentKeys",
+    "interactionTimeout", "networkTimeout", "pinentry", "pivAAID", "pivSlots", "prompt", "server",
   ]
 
   /// `$XDG_CONFIG_HOME/tokenbridge` (default `~/.config/tokenbridge`).
@@ -159,6 +164,16 @@ public struct Configuration: Equatable, Sendable {
           list.append(s)
         }
         c.callbackAllowList = list
+      case "prompt":
+        guard case .string(let s) = value, let mode = PromptMode(rawValue: s) else {
+          throw bad("\"terminal\", \"pinentry\" or \"auto\"")
+        }
+        c.prompt = mode
+      case "pinentry":
+        guard case .string(let s) = value, !s.isEmpty, s.utf8.count <= 4096,
+          !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw bad("a program name or path (a non-empty string without control characters)") }
+        c.pinentry = s
       case "fido2ResidentKeys":
         guard case .bool(let b) = value else { throw bad("true or false") }
         c.fido2ResidentKeys = b
@@ -320,4 +335,9 @@ public struct EnrollmentSettings: Equatable, Sendable {
     e.server = server
     return e
   }
+}
+
+/// How PINs and passwords are asked (the configuration's "prompt", the CLI's `--prompt`).
+public enum PromptMode: String, Sendable, Equatable, CaseIterable {
+  case auto, terminal, pinentry
 }

@@ -37,16 +37,35 @@ struct GlobalOptions: ParsableArguments {
   @Flag(help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
   var yes = false
 
-  @Option(help: "Seconds to wait for an answer at a prompt or on --pin-fd (1-86400).")
-  var timeout: Double = 240
+  @Option(
+    name: .customLong("timeout"),
+    help: ArgumentHelp(
+      "Seconds to wait for the user (prompt, pinentry, --pin-fd, touch; 1-86400). Default: interactionTimeout in "
+        + "the configuration, else 240."))
+  var timeoutOption: Double?
+
+  @Option(
+    help: ArgumentHelp(
+      "How to ask for PINs: terminal, pinentry or auto (the terminal, else pinentry). Default: \"prompt\" in "
+        + "the configuration, else auto."))
+  var prompt: String?
 
   func validate() throws {
     if let fd = pinFd, fd < 0 || fcntl(fd, F_GETFD) < 0 {
       throw ValidationError("--pin-fd \(fd) is not an open file descriptor")
     }
-    guard timeout.isFinite, timeout >= 1, timeout <= 86_400 else {
+    if let timeout = timeoutOption, !timeout.isFinite || timeout < 1 || timeout > 86_400 {
       throw ValidationError("--timeout must be a number of seconds from 1 to 86400")
     }
+    if let p = prompt, PromptMode(rawValue: p) == nil {
+      throw ValidationError("--prompt must be terminal, pinentry or auto")
+    }
+  }
+
+  /// Seconds to wait for the user: --timeout, else the configuration's interactionTimeout (a broken
+  /// configuration is reported by the command's own loading of it), else 240.
+  var timeout: Double {
+    timeoutOption ?? (try? Configuration.load())?.interactionTimeout ?? Configuration().interactionTimeout
   }
 
   var traceSink: TraceSink? {
@@ -54,7 +73,16 @@ struct GlobalOptions: ParsableArguments {
     return { line in FileHandle.standardError.write(Data("apdu \(displayable(line))\n".utf8)) }
   }
 
-  func prompter() -> Prompter { Prompter(pinFD: pinFd, assumeYes: yes, timeout: timeout) }
+  /// The prompts of this command: --prompt / "prompt", the pinentry named by $PINENTRY_PROGRAM, else the
+  /// configuration's "pinentry", else `pinentry`.
+  func prompter() throws -> Prompter {
+    let config = try Configuration.load()
+    let mode = prompt.flatMap(PromptMode.init(rawValue:)) ?? config.prompt
+    let named = ProcessInfo.processInfo.environment["PINENTRY_PROGRAM"].flatMap { $0.isEmpty ? nil : $0 }
+    return Prompter(
+      pinFD: pinFd, assumeYes: yes, timeout: timeoutOption ?? config.interactionTimeout, mode: mode,
+      pinentryProgram: named ?? config.pinentry)
+  }
 
   /// PIV commands (keys): FIDO2 keys are not even enumerated.
   func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
@@ -73,15 +101,26 @@ struct GlobalOptions: ParsableArguments {
     } catch {
       let report = ErrorReport(error)
       if json {
-        var out = ["error": report.message, "exitCode": "\(report.status.rawValue)"]
-        if let code = report.code { out["code"] = code }
-        print(Render.json(out))
+        print(
+          Render.json(
+            ErrorJSON(
+              error: report.message, exitCode: "\(report.status.rawValue)", code: report.code,
+              candidates: ErrorReport.candidates(error))))
       } else {
         FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
       }
       throw ExitCode(report.status.rawValue)
     }
   }
+}
+
+/// An error with --json: the message, the exit code (a string, as always), the code underneath, and for a
+/// choice nobody could make, every candidate with its reasons.
+struct ErrorJSON: Encodable {
+  var error: String
+  var exitCode: String
+  var code: String?
+  var candidates: [SelectionCandidate]?
 }
 
 struct ExitCodes: ParsableCommand {

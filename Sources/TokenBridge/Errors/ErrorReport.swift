@@ -104,6 +104,13 @@ public struct ErrorReport: Equatable, Sendable {
         return .init(status: .badMessage, message: "The transaction text is malformed; nothing was signed.")
       }
     case .notRegistered(let what): return .init(status: .unknownKey, message: "No registration for \(shown(what)).")
+    case .choiceNeeded(let accounts, let list):
+      let rows = list.map { "  " + selectionLine($0) }.joined(separator: "\n")
+      return .init(
+        status: .noToken,
+        message: accounts
+          ? "Several accounts can sign in; name one with --username (or its token with --token ID):\n\(rows)"
+          : "Several tokens can be registered; choose one with --token ID:\n\(rows)")
     case .ambiguousAccount(let recs):
       let list = recs.map { "  \(shown($0.username)) (\($0.tokenID))" }.joined(separator: "\n")
       return .init(status: .noToken, message: "Several accounts can sign in; name one with --username:\n\(list)")
@@ -318,6 +325,51 @@ public struct ErrorReport: Equatable, Sendable {
     case .file(let path, let errno):
       return .init(
         status: .usage, message: "Cannot use \(path): \(String(cString: strerror(errno))).", code: "errno \(errno)")
+    case .pinentry(let p): return pinentry(p)
+    }
+  }
+
+  /// One row of a choice: the token (and account), whether this hardware supports it, whether the policy
+  /// accepts it, and why not.
+  public static func selectionLine(_ c: SelectionCandidate) -> String {
+    var s = c.token + (c.name.isEmpty ? "" : "  \(shown(c.name))") + "  \(shown(c.aaid))"
+    if let u = c.username { s = "\(shown(u))  on " + s }
+    if c.isUsable { return s + "  (usable)" }
+    var why: [String] = []
+    if !c.isSupportedByHardware {
+      why.append("not supported by this hardware: " + c.hardwareReasons.map(shown).joined(separator: "; "))
+    }
+    if !c.isPolicyCompliant {
+      why.append("not accepted by the server's policy: " + c.policyReasons.map(shown).joined(separator: "; "))
+    }
+    return s + "  (" + why.joined(separator: "; ") + ")"
+  }
+
+  /// The rows of a choice an error carries (for `--json`), or nil.
+  public static func candidates(_ error: Error) -> [SelectionCandidate]? {
+    if case OperationError.choiceNeeded(_, let list) = error { return list }
+    return nil
+  }
+
+  static func pinentry(_ e: PinentryError) -> ErrorReport {
+    switch e {
+    case .cannotStart(let program, let errno):
+      return .init(
+        status: .configuration,
+        message: "Cannot start the pinentry program \(shown(program)) (\(String(cString: strerror(errno)))): install "
+          + "one (e.g. pinentry-tty, pinentry-gnome3) or name it with PINENTRY_PROGRAM or \"pinentry\" in the "
+          + "configuration; nothing was sent to the token.", code: "errno \(errno)")
+    case .ended(let program, let command):
+      return .init(
+        status: .failure,
+        message: "The pinentry program \(shown(program)) ended before answering (\(command)); nothing was sent to "
+          + "the token.")
+    case .refused(let program, let command, let code):
+      return .init(
+        status: .failure,
+        message: "The pinentry program \(shown(program)) "
+          + (code == nil ? "answered \(command) with something that is not Assuan" : "refused \(command)")
+          + "; nothing was sent to the token.", code: code.map { "Assuan ERR \($0)" })
     }
   }
 

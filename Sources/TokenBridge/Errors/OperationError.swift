@@ -37,6 +37,9 @@ public enum OperationError: Error, Equatable, Sendable {
   case transaction(TransactionContent.Problem)
   /// Several accounts fit and nobody to choose one.
   case ambiguousAccount([AuthenticatorRecord])
+  /// Several authenticators (registration) or accounts (`accounts`: username-less authentication) could serve
+  /// and nobody to choose: every one listed, usable or not, with the reasons.
+  case choiceNeeded(accounts: Bool, [SelectionCandidate])
   /// No local registration for that account/server.
   case notRegistered(String)
   /// The input a script gave (or the lack of a terminal) stopped the flow.

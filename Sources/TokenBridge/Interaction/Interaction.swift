@@ -26,6 +26,8 @@ public enum InputError: Error, Equatable, Sendable {
   case badManagementKey
   /// A file named on the command line cannot be read or written (`errno`).
   case file(path: String, errno: Int32)
+  /// The pinentry program could not ask (nothing was sent to the token).
+  case pinentry(PinentryError)
 }
 
 /// What a script was expected to provide.
@@ -57,6 +59,8 @@ public final class Secret {
   public init(_ bytes: [UInt8]) { self.bytes = bytes }
   deinit { wipe(&bytes) }
   public var isEmpty: Bool { bytes.isEmpty }
+  /// Changes the value in place (callers keep the buffer from reallocating: reserve first).
+  func mutate(_ change: (inout [UInt8]) -> Void) { change(&bytes) }
 }
 
 /// The operation a PIN changer is asked to help with.

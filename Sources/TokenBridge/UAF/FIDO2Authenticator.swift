@@ -85,7 +85,10 @@ public final class FIDO2Authenticator: TokenAuthenticator {
       confirmLast: { round in try verifier.confirmLastAttempt(context(round)) },
       attempt: { (pin, _) throws(TokenError) -> T? in
         let normalized = Secret(PasswordPolicy.normalized(pin.bytes) ?? pin.bytes)  // wiped when released
-        return try body(normalized.bytes)
+        // The touches the body waits for are bounded by the interaction timeout (exit 14 past it).
+        return try TouchDeadline.run(key.session.canceller, seconds: timeout) { () throws(TokenError) -> T in
+          try body(normalized.bytes)
+        }
       })
   }
 

@@ -6,18 +6,88 @@ import UAFCore
 /// Chooses the account for a username-less authentication (the SDKs' AccountSelector).
 public protocol AccountSelector {
   func selectAccount(from accounts: [AuthenticatorRecord]) throws -> AuthenticatorRecord
+  /// The same choice with every account listed, usable or not, with the reasons (`candidates`); `usable` are
+  /// the records that may be chosen. Default: `selectAccount(from: usable)`.
+  func selectAccount(among candidates: [SelectionCandidate], usable: [AuthenticatorRecord]) throws
+    -> AuthenticatorRecord
+}
+
+extension AccountSelector {
+  public func selectAccount(among candidates: [SelectionCandidate], usable: [AuthenticatorRecord]) throws
+    -> AuthenticatorRecord
+  {
+    try selectAccount(from: usable)
+  }
+}
+
+/// One row of a choice (an authenticator for a registration, an account for a username-less authentication):
+/// whether this hardware supports it and whether the server's policy accepts it, and why not. What a front end
+/// lists, on a terminal and in `--json`.
+public struct SelectionCandidate: Sendable, Equatable, Codable {
+  /// The token's id and name (`displayable` before showing the name).
+  public var token: String
+  public var name: String
+  public var aaid: String
+  /// Accounts: the registration's username and KeyID.
+  public var username: String?
+  public var keyID: String?
+  public var isSupportedByHardware: Bool
+  public var isPolicyCompliant: Bool
+  /// Why this hardware cannot serve (e.g. "PIN blocked", "needs hmac-secret, which this key lacks").
+  public var hardwareReasons: [String]
+  /// Why the server's policy does not accept it (e.g. "AAID 7B1D#0002 is not among 7B1D#0001").
+  public var policyReasons: [String]
+  /// Every reason, hardware first.
+  public var reasons: [String]
+
+  public init(
+    token: String, name: String, aaid: String, username: String? = nil, keyID: String? = nil,
+    hardwareReasons: [String], policyReasons: [String]
+  ) {
+    self.token = token
+    self.name = name
+    self.aaid = aaid
+    self.username = username
+    self.keyID = keyID
+    isSupportedByHardware = hardwareReasons.isEmpty
+    isPolicyCompliant = policyReasons.isEmpty
+    self.hardwareReasons = hardwareReasons
+    self.policyReasons = policyReasons
+    reasons = hardwareReasons + policyReasons
+  }
+
+  public var isUsable: Bool { isSupportedByHardware && isPolicyCompliant }
+
+  /// The only thing that keeps this token out is its blocked PIN.
+  static func onlyPINBlocked(_ t: TokenInfo) -> Bool {
+    t.pin?.isBlocked == true && hardwareProblems(t).count == 1
+  }
+
+  /// What keeps a token from serving at all, whatever the policy says.
+  static func hardwareProblems(_ t: TokenInfo) -> [String] {
+    var out: [String] = []
+    if t.pin?.isBlocked == true {
+      out.append(t.fido2 == nil ? "PIN blocked (tokenbridge pin unblock)" : "PIN blocked (only a reset helps)")
+    }
+    if let f = t.fido2, !f.extensions.contains("hmac-secret") {
+      out.append("needs hmac-secret, which this key lacks")
+    }
+    return out
+  }
 }
 
 /// One authenticator offered for a registration (the SDKs' AuthenticatorSelectionContext item).
 public struct AuthenticatorItem: Sendable {
   public var token: TokenInfo
   public var aaid: String
-  /// The token can act as this authenticator here (PIV application present and reachable).
+  /// The token can act as this authenticator here (PIN not blocked; a FIDO2 key with hmac-secret).
   public var isSupportedByHardware: Bool
   /// The server's policy accepts it.
   public var isPolicyCompliant: Bool
-  /// Why it is not compliant (empty when it is).
+  /// Why it cannot be used (empty when it can): hardware reasons first, then the policy's.
   public var reasons: [String]
+  /// The same, as a front end lists it.
+  public var candidate: SelectionCandidate
 }
 
 /// Chooses the authenticator for a registration when several fit (the SDKs' AuthenticatorSelector).
@@ -127,11 +197,21 @@ public struct UAFClient {
     let all = authenticators()
     let items = all.map { a in
       let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [])])
+      let c = SelectionCandidate(
+        token: a.tokenInfo.id, name: a.tokenInfo.name, aaid: a.aaid,
+        hardwareReasons: SelectionCandidate.hardwareProblems(a.tokenInfo),
+        policyReasons: m.accepted.isEmpty ? m.reasons.values.flatMap { $0 } : [])
       return AuthenticatorItem(
-        token: a.tokenInfo, aaid: a.aaid, isSupportedByHardware: true, isPolicyCompliant: !m.accepted.isEmpty,
-        reasons: m.reasons.values.flatMap { $0 })
+        token: a.tokenInfo, aaid: a.aaid, isSupportedByHardware: c.isSupportedByHardware,
+        isPolicyCompliant: c.isPolicyCompliant, reasons: c.reasons, candidate: c)
     }
-    let compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
+    var compliant = items.filter { $0.isPolicyCompliant && $0.isSupportedByHardware }
+    if compliant.isEmpty,
+      let blocked = items.first(where: { $0.isPolicyCompliant && SelectionCandidate.onlyPINBlocked($0.token) })
+    {
+      // Nothing else could serve: the token's own PIN flow says how to get out of the block (exit 7).
+      compliant = [blocked]
+    }
     guard !compliant.isEmpty else {
       var why: [String: [String]] = [:]
       for i in items { why["\(i.token.id) (\(i.aaid))"] = i.reasons }
@@ -139,9 +219,9 @@ public struct UAFClient {
     }
     var pick = compliant[0]
     if compliant.count > 1 {
-      guard let authenticatorSelector else { throw .ambiguous(compliant.map { $0.token }) }
+      guard let authenticatorSelector else { throw .choiceNeeded(accounts: false, items.map(\.candidate)) }
       do { pick = try authenticatorSelector.selectAuthenticator(from: items) } catch { throw mapInteraction(error) }
-      guard pick.isPolicyCompliant else { throw .cancelled }
+      guard pick.isPolicyCompliant && pick.isSupportedByHardware else { throw .cancelled }
     }
     guard let chosen = all.first(where: { $0.tokenInfo.id == pick.token.id }) else { throw .cancelled }
     let (fc, fch) = finalChallenge(appID, r.challenge)
@@ -171,6 +251,11 @@ public struct UAFClient {
     }
     // Each (token, registration) pair is a candidate; the policy decides which.
     var candidates: [(any TokenAuthenticator, AuthenticatorRecord)] = []
+    // Every account (registration) here, usable or not, with its reasons: what a choice lists.
+    var listed: [SelectionCandidate] = []
+    // Accounts kept out only by a blocked PIN: when nothing else can serve, the token's own PIN flow says how
+    // to get out of the block (exit 7) rather than "no suitable authenticator".
+    var blocked: [(any TokenAuthenticator, AuthenticatorRecord)] = []
     var why: [String: [String]] = [:]
     for a in authenticators() {
       let mine = records.filter { $0.tokenID == a.tokenInfo.id && $0.aaid == a.aaid }
@@ -178,24 +263,39 @@ public struct UAFClient {
         why[a.tokenInfo.id, default: []].append("no registration for this server on it")
         continue
       }
+      let hardware = SelectionCandidate.hardwareProblems(a.tokenInfo)
       for rec in mine {
         let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [rec.keyID])])
-        if m.accepted.isEmpty {
-          why[a.tokenInfo.id, default: []] += m.reasons.values.flatMap { $0 }
-        } else {
+        let c = SelectionCandidate(
+          token: a.tokenInfo.id, name: a.tokenInfo.name, aaid: a.aaid, username: rec.username, keyID: rec.keyID,
+          hardwareReasons: hardware, policyReasons: m.accepted.isEmpty ? m.reasons.values.flatMap { $0 } : [])
+        listed.append(c)
+        if c.isUsable {
           candidates.append((a, rec))
+        } else {
+          why[a.tokenInfo.id, default: []] += c.reasons
+          if c.isPolicyCompliant && SelectionCandidate.onlyPINBlocked(a.tokenInfo) { blocked.append((a, rec)) }
         }
       }
     }
     let present = Set(tokens.map(\.info.id) + fido2Keys.map(\.info.id))
     let absent = records.filter { !present.contains($0.tokenID) }
-    for rec in absent { why["\(rec.username) on \(rec.tokenID)", default: []].append("that token is not plugged in") }
+    for rec in absent {
+      why["\(rec.username) on \(rec.tokenID)", default: []].append("that token is not plugged in")
+      listed.append(
+        SelectionCandidate(
+          token: rec.tokenID, name: "", aaid: rec.aaid, username: rec.username, keyID: rec.keyID,
+          hardwareReasons: ["that token is not plugged in"], policyReasons: []))
+    }
+    if candidates.isEmpty && blocked.count == 1 { candidates = blocked }
     guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why) }
     var chosen = candidates[0]
     if candidates.count > 1 {
-      guard let accountSelector else { throw .ambiguousAccount(candidates.map(\.1)) }
+      guard let accountSelector else { throw .choiceNeeded(accounts: true, listed) }
       let pick: AuthenticatorRecord
-      do { pick = try accountSelector.selectAccount(from: candidates.map(\.1)) } catch { throw mapInteraction(error) }
+      do { pick = try accountSelector.selectAccount(among: listed, usable: candidates.map(\.1)) } catch {
+        throw mapInteraction(error)
+      }
       guard let c = candidates.first(where: { $0.1.keyID == pick.keyID }) else { throw .cancelled }
       chosen = c
     }

@@ -23,7 +23,7 @@ struct Enroll: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       if let reset {
         let forgot = try Enrollment.forget(reset)
         prompter.say(

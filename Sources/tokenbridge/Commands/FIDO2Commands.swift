@@ -68,7 +68,7 @@ struct FIDO2CredentialsList: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
       let list = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).credentials(
@@ -93,7 +93,7 @@ struct FIDO2CredentialsDelete: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
       let gone = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).deleteCredential(
@@ -132,7 +132,7 @@ struct FIDO2Reset: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
       let results = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).reset(

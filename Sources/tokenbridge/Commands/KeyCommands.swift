@@ -48,7 +48,7 @@ struct KeyGenerate: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let token = try options.selection(includeFIDO2: false).choose(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
       var source = ManagementKeySource.defaultKey
@@ -85,7 +85,7 @@ struct KeyPublic: ParsableCommand {
   func run() throws {
     try options.execute {
       let token = try options.selection(includeFIDO2: false).choose(
-        id: options.token, selector: options.prompter().terminal.map(TerminalTokenSelector.init))
+        id: options.token, selector: try options.prompter().terminal.map(TerminalTokenSelector.init))
       print(try PublicKeyFormat.pem(try PIVKeys(token: token).publicKey(slot: slot.slot)))
     }
   }
@@ -113,7 +113,7 @@ struct KeySign: ParsableCommand {
       } else {
         message = FileHandle.standardInput.readDataToEndOfFile()
       }
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let token = try options.selection(includeFIDO2: false).choose(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
       let sig = try PIVKeys(token: token).sign(slot: slot.slot, message: Array(message), verifier: prompter)

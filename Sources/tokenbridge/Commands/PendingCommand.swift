@@ -88,6 +88,7 @@ struct Pending: ParsableCommand {
     if let fd = options.pinFd { args += ["--pin-fd", String(fd)] }
     if options.yes { args.append("--yes") }
     args += ["--timeout", String(options.timeout)]
+    if let p = options.prompt { args += ["--prompt", p] }
     if noOpen { args.append("--no-open") }
     try OutOfBand.parse(args).run()
   }

@@ -26,7 +26,7 @@ struct PinStatusCommand: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let prompter = options.prompter()
+      let prompter = try options.prompter()
       let info = try options.selection(includeFIDO2: true).chooseAny(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init)
       ).info
@@ -43,7 +43,7 @@ struct PinStatusCommand: ParsableCommand {
 /// Shared by pin set, pin change, puk change and pin unblock.
 func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws {
   try options.execute {
-    let prompter = options.prompter()
+    let prompter = try options.prompter()
     let chosen = try options.selection(includePUK: operation.authorizing == .puk, includeFIDO2: true).chooseAny(
       id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
     try operation.run(on: chosen, changer: prompter, interactionTimeout: options.timeout)

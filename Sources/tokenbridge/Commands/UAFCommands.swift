@@ -18,9 +18,12 @@ struct UAFContext {
   let options: GlobalOptions
 
   init(_ options: GlobalOptions) throws {
-    var env = try UAFEnvironment()
+    var configuration = try Configuration.load()
+    // --timeout bounds every wait for the user, a touch included.
+    if let t = options.timeoutOption { configuration.interactionTimeout = t }
+    var env = try UAFEnvironment(configuration: configuration)
     self.options = options
-    let prompter = options.prompter()
+    let prompter = try options.prompter()
     env.dispatchTargetFailed = { e in
       prompter.say(
         "tokenbridge: the account's dispatch target at the server was not made or removed (tokenbridge device check "
@@ -58,18 +61,28 @@ struct TerminalAccountSelector: AccountSelector {
       "Several accounts can sign in:", accounts.map { "\(displayable($0.username))  (\($0.tokenID))" })
     return accounts[i]
   }
+
+  /// Lists every account with whether it can sign in here and why not; only usable ones can be chosen.
+  func selectAccount(among candidates: [SelectionCandidate], usable: [AuthenticatorRecord]) throws
+    -> AuthenticatorRecord
+  {
+    guard let terminal = prompter.terminal else { throw OperationError.choiceNeeded(accounts: true, candidates) }
+    let i = try terminal.choose("Several accounts can sign in:", candidates.map(ErrorReport.selectionLine)) {
+      candidates[$0].isUsable
+    }
+    guard let rec = usable.first(where: { $0.keyID == candidates[i].keyID }) else { throw InteractionError.cancelled }
+    return rec
+  }
 }
 
-/// Lists every token with whether it can be used, and asks for one of the usable ones.
+/// Lists every token with whether this hardware supports it and the server's policy accepts it (and why not),
+/// and asks for one of the usable ones.
 struct TerminalAuthenticatorSelector: AuthenticatorSelector {
   let prompter: Prompter
   func selectAuthenticator(from items: [AuthenticatorItem]) throws -> AuthenticatorItem {
     guard let terminal = prompter.terminal else { throw InteractionError.cancelled }
-    let lines = items.map { it in
-      "\(it.token.id)  \(displayable(it.token.name))"
-        + (it.isPolicyCompliant ? "" : "  (not allowed: \(it.reasons.map(displayable).joined(separator: "; ")))")
-    }
-    return items[try terminal.choose("Several tokens can be registered:", lines) { items[$0].isPolicyCompliant }]
+    let lines = items.map { ErrorReport.selectionLine($0.candidate) }
+    return items[try terminal.choose("Several tokens can be registered:", lines) { items[$0].candidate.isUsable }]
   }
 }
 

@@ -21,6 +21,8 @@ final class Interrupts: Sendable {
   let source = Mutex<DispatchSourceSignal?>(nil)
   /// What cancels an operation waiting on a token (set once the command has its tokens).
   let cancellers = Mutex<[Canceller]>([])
+  /// A pinentry dialog is up.
+  let pinentryActive = Mutex(false)
 
   static func install() { shared.installOnce() }
 
@@ -41,6 +43,9 @@ final class Interrupts: Sendable {
       _ = Glibc.write(e.fd, "\n", 1)
       exit(3)
     }
+    // A pinentry is asking: it shares our terminal (process group), got the same Ctrl-C and ends its dialog
+    // as cancelled (or dies of it): the prompt then ends as the user's cancel (3), its terminal restored by it.
+    if pinentryActive.withLock({ $0 }) { return }
     // Cancel whatever waits (each canceller does nothing when its key is not in an operation).
     let cancelled = cancellers.withLock { $0.map { $0.cancel() } }.contains(true)
     if cancelled { return }
@@ -54,4 +59,11 @@ final class Interrupts: Sendable {
   /// A prompt turned echo off on `fd`: put `saved` back if interrupted.
   func echoOff(fd: Int32, saved: termios) { echo.withLock { $0 = Echo(fd: fd, saved: saved) } }
   func echoRestored() { echo.withLock { $0 = nil } }
+
+  /// Runs a pinentry dialog: Ctrl-C meanwhile is left to the pinentry.
+  func duringPinentry<T>(_ body: () throws -> T) rethrows -> T {
+    pinentryActive.withLock { $0 = true }
+    defer { pinentryActive.withLock { $0 = false } }
+    return try body()
+  }
 }

@@ -1,33 +1,60 @@
 import Foundation
 import TokenBridge
 
-/// Implements the library's interaction protocols for the CLI: the terminal when there is one, or
+/// Implements the library's interaction protocols for the CLI: the terminal when there is one, a pinentry
+/// program (`--prompt pinentry`, the configuration's "prompt", or no terminal and a pinentry to use), or
 /// `--pin-fd` for scripts (then nothing is asked on the terminal; confirmations need `--yes`).
 final class Prompter: PinChanger, PinUserVerifier {
   let terminal: Terminal?
   let reader: SecretLineReader?
+  let pinentry: Pinentry?
   let assumeYes: Bool
 
-  init(pinFD: Int32?, assumeYes: Bool, timeout: Double) {
+  init(pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil) {
     reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
-    terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
+    // The terminal (when there is one) still shows notices and asks which token, with pinentry too.
+    let terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
+    self.terminal = terminal
     self.assumeYes = assumeYes
+    let env = ProcessInfo.processInfo.environment
+    // auto: pinentry only without a terminal, and only when one is named or a graphical session can show it
+    // (a terminal pinentry cannot work without a terminal; the "no terminal" error says more then).
+    let graphical = env["DISPLAY"].map { !$0.isEmpty } == true || env["WAYLAND_DISPLAY"].map { !$0.isEmpty } == true
+    let usePinentry =
+      pinFD == nil && (mode == .pinentry || (mode == .auto && terminal == nil && (pinentryProgram != nil || graphical)))
+    if usePinentry {
+      let tty = Terminal.name()
+      pinentry = Pinentry(
+        program: pinentryProgram ?? "pinentry", timeout: timeout, ttyName: tty, ttyType: tty == nil ? nil : env["TERM"],
+        lcCtype: env["LC_ALL"] ?? env["LC_CTYPE"] ?? env["LANG"])
+    } else {
+      pinentry = nil
+    }
   }
 
   /// Can this prompter ask the user to choose among tokens?
   var canAsk: Bool { terminal != nil }
 
+  static let title = "TokenBridge"
+
   func say(_ s: String) {
     if let terminal { terminal.write(s + "\n") } else { FileHandle.standardError.write(Data((s + "\n").utf8)) }
   }
 
-  /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal; with --pin-fd it
-  /// is shown only once another line is there (else the error that ends the run says it, once).
-  func secret(_ prompt: String, expected: ExpectedInput, notice: String? = nil) throws -> Secret {
+  /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal (pinentry: as its
+  /// error line, with `about` as the description); with --pin-fd it is shown only once another line is there
+  /// (else the error that ends the run says it, once).
+  func secret(_ prompt: String, expected: ExpectedInput, notice: String? = nil, about: String = "") throws -> Secret {
     if let reader {
       guard let line = try reader.next() else { throw InputError.noMoreInput(expected: expected) }
       if let notice { say(notice) }
       return line
+    }
+    if let pinentry {
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.getPin(
+          PinentryDialog(title: Self.title, description: about, prompt: pinentryPrompt(prompt), error: notice))
+      }
     }
     if let notice { say(notice) }
     guard let terminal else { throw InputError.noTerminal(expected: expected) }
@@ -35,8 +62,20 @@ final class Prompter: PinChanger, PinUserVerifier {
     return Secret(try terminal.readLine(echo: false))
   }
 
-  /// A new secret, typed twice on a terminal (read once from --pin-fd).
-  func newSecret(_ name: String, expected: ExpectedInput, notice: String? = nil) throws -> Secret {
+  func pinentryPrompt(_ p: String) -> String { p.trimmingCharacters(in: .whitespaces) }
+
+  /// A new secret, typed twice on a terminal or in pinentry (read once from --pin-fd).
+  func newSecret(
+    _ name: String, expected: ExpectedInput, notice: String? = nil, about: String = "", hint: String? = nil
+  ) throws -> Secret {
+    if let pinentry, reader == nil {
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.getPin(
+          PinentryDialog(
+            title: Self.title, description: about, prompt: "New \(name):", error: notice,
+            repeatPrompt: "Repeat new \(name):", repeatError: "The two entries differ.", constraintsHint: hint))
+      }
+    }
     var notice = notice
     for _ in 0..<3 {
       let first = try secret("New \(name): ", expected: expected, notice: notice)
@@ -49,11 +88,28 @@ final class Prompter: PinChanger, PinUserVerifier {
     throw InteractionError.cancelled
   }
 
+  /// What a pinentry shows about the token: its name, the tries left, whether the secret is still the default,
+  /// and a warning when the next try is the last.
+  func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
+    -> String
+  {
+    var lines = ["\(displayable(token.name)) (\(token.id))", "\(status.kind.rawValue): \(Render.tries(status))"]
+    if protection.isLastAttempt {
+      lines.append("This is the last try: a wrong \(status.kind.rawValue) now blocks it.")
+    }
+    return (lines + extra).joined(separator: "\n")
+  }
+
   func confirm(_ about: Confirmation) throws -> Bool {
     let warning = ErrorReport.warning(about)
     if assumeYes {
       say(warning + " Continuing (--yes).")
       return true
+    }
+    if let pinentry, reader == nil {
+      return try Interrupts.shared.duringPinentry {
+        try pinentry.confirm(title: Self.title, description: warning, ok: "Continue", cancel: "Cancel")
+      }
     }
     guard let terminal else { throw InputError.notConfirmed(about) }
     terminal.write(warning + " Type yes to continue: ")
@@ -67,18 +123,25 @@ final class Prompter: PinChanger, PinUserVerifier {
   func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
     let op = context.operation
     let token = "\(displayable(context.token.name)) (\(context.token.id))"
-    if op == .setPIN, context.lastRecoverableError == nil { say("\(token) has no PIN yet.") }
+    let quiet = pinentry != nil && reader == nil  // the pinentry dialog shows all of it
+    if op == .setPIN, context.lastRecoverableError == nil, !quiet { say("\(token) has no PIN yet.") }
     let notice = context.lastRecoverableError.map(ErrorReport.notice)
-    if notice == nil && op != .setPIN { say(Render.triesLine(context.token, context.authorizingStatus)) }
+    if notice == nil && op != .setPIN && !quiet { say(Render.triesLine(context.token, context.authorizingStatus)) }
+    let rules = "The \(op.target.rawValue): \(context.policy.summary)."
     if op == .setPIN {  // nothing to authorise it: only the new PIN
-      if notice == nil { say("The PIN: \(context.policy.summary).") }
+      if notice == nil && !quiet { say(rules) }
+      let about = "\(token) has no PIN yet.\n\(rules)"
       return PinChangeAnswer(
-        current: Secret([]), new: try newSecret(op.target.rawValue, expected: .newPIN, notice: notice))
+        current: Secret([]),
+        new: try newSecret(
+          op.target.rawValue, expected: .newPIN, notice: notice, about: about, hint: context.policy.summary))
     }
     let expected = ExpectedInput.currentAndNew(current: op.authorizing, new: op.target)
     let prompt = op == .changePIN ? "Current PIN" : op == .changePUK ? "Current PUK" : "PUK"
-    let cur = try secret("\(prompt): ", expected: expected, notice: notice)
-    let new = try newSecret(op.target.rawValue, expected: expected)
+    let about = describe(context.token, context.authorizingStatus, context.protection, lines: [])
+    let cur = try secret("\(prompt): ", expected: expected, notice: notice, about: about)
+    let new = try newSecret(
+      op.target.rawValue, expected: expected, about: "\(token)\n\(rules)", hint: context.policy.summary)
     return PinChangeAnswer(current: cur, new: new)
   }
 
@@ -90,9 +153,16 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   func providePin(_ context: PinVerificationContext) throws -> Secret {
     let notice = context.lastRecoverableError.map(ErrorReport.notice)
+    let purpose = "PIN to \(displayable(context.purpose))"
+    if pinentry != nil && reader == nil {
+      var extra = ["To \(displayable(context.purpose))."]
+      if let text = context.transactionText { extra.append("Confirm: \(text)") }
+      let about = describe(context.token, context.status, context.protection, lines: extra)
+      return try secret("PIN:", expected: .pin, notice: notice, about: about)
+    }
     if notice == nil { say(Render.triesLine(context.token, context.status)) }
     if let text = context.transactionText { say("Confirm: \(text)") }
-    return try secret("PIN to \(displayable(context.purpose)): ", expected: .pin, notice: notice)
+    return try secret("\(purpose): ", expected: .pin, notice: notice)
   }
 
   func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {

@@ -20,6 +20,15 @@ final class Terminal {
 
   deinit { close(fd) }
 
+  /// The name of the controlling terminal (for a terminal pinentry), or nil without one.
+  static func name() -> String? {
+    let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    guard let p = ttyname(fd) else { return nil }
+    return String(cString: p)
+  }
+
   func write(_ s: String) {
     let bytes = Array(s.utf8)
     _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
