@@ -111,6 +111,8 @@ def main():
         out["after_wrong_key"] = registrations(url)
         out["local_after_wrong_key"] = json.loads(tb("authenticators", "--all", "--json").stdout)
 
+        detach()  # 1-1, the key of alice's registration, is the one plugged in when the reset starts
+        attach("1-1")
         out["reset"] = reset_with_replug("1-1")
         out["after_reset"] = registrations(url)
         out["local_after_reset"] = json.loads(tb("authenticators", "--all", "--json").stdout)
