@@ -37,7 +37,8 @@ sleep 3   # let the second event's unit finish too
 echo "regs=$(regs)"
 echo "insert_to_enrolled=$(python3 -c "print(round($t1 - $t0, 1))")"
 echo "units=$("${user[@]}" list-units --all --no-legend 'tokenbridge-enroll@*' | awk '{print $1}' | sort | tr '\n' ' ')"
-journalctl --user -M root@ -o cat --no-pager -u 'tokenbridge-enroll@*' >"$w/journal1"
+echo "failed_units=$("${user[@]}" list-units --failed --no-legend 'tokenbridge-enroll@*' | wc -l)"
+journalctl --no-pager -o cat >"$w/journal1"
 echo "enrolled_lines=$(grep -c '^Enrolled ' "$w/journal1")"
 echo "memory=$(tr -d ' \n' </root/.local/share/tokenbridge/enrollment.json)"
 # Unplug and plug again: nothing is asked, nothing registered.
@@ -45,10 +46,10 @@ usbip detach -p 0 >/dev/null
 for _ in $(seq 50); do [ -e /dev/hidraw0 ] || break; sleep 0.2; done
 attach
 for _ in $(seq 60); do
-  n=$(journalctl --user -M root@ -o cat --no-pager -u 'tokenbridge-enroll@*' | grep -c 'was enrolled before')
+  n=$(journalctl --no-pager -o cat | grep -c 'was enrolled before')
   [ "$n" -ge 1 ] && break; sleep 0.5
 done
 sleep 2
-echo "replug_remembered=$(journalctl --user -M root@ -o cat --no-pager -u 'tokenbridge-enroll@*' | grep -c 'was enrolled before')"
+echo "replug_remembered=$(journalctl --no-pager -o cat | grep -c 'was enrolled before')"
 echo "regs_after_replug=$(regs)"
 echo "pinentry_getpins=$(grep -c '^GETPIN' "$w/scenario.json.log" 2>/dev/null)"
