@@ -102,10 +102,13 @@ def main():
         r = tb("register", "--username", "alice", "--server", url, pins=["1234"])
         assert r.returncode == 0, r.stderr
         out["registered"] = registrations(url)
-        # fido2-token asks the PIN on its terminal: give it one (script), the PIN on that terminal's input.
-        p = subprocess.run(["script", "-qec", "fido2-token -L -r /dev/hidraw0", "/dev/null"], input="1234\n",
-                           capture_output=True, text=True, timeout=120)
-        out["fido2_token_rps"] = [p.returncode, p.stdout]
+        # fido2-token asks the PIN on its terminal (and flushes what was typed before the prompt): answer it then.
+        child = pexpect.spawn("fido2-token", ["-L", "-r", "/dev/hidraw0"], encoding="utf-8", timeout=90)
+        child.expect("Enter PIN for /dev/hidraw0: ")
+        child.sendline("1234")
+        child.expect(pexpect.EOF)
+        child.close()
+        out["fido2_token_rps"] = [child.exitstatus, child.before]
 
         out["wrong_key"] = reset_with_replug("1-2")
         out["after_wrong_key"] = registrations(url)

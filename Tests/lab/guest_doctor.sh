@@ -1,0 +1,39 @@
+#!/bin/bash
+# Runs inside the lab guest with a composite token attached (not collected by pytest): tokenbridge doctor on a
+# healthy setup, then with each failure it claims to detect induced for real. Prints one block per case:
+# "== CASE rc=N" followed by doctor's output.
+set -u
+tb="${TB_BIN:-$LAB_ROOT/.build/debug}/tokenbridge"
+w=$(mktemp -d /tmp/doctor.XXXXXX); chmod 755 "$w"
+export HOME=$w/home XDG_CONFIG_HOME=$w/home/.config XDG_DATA_HOME=$w/home/.local/share
+mkdir -p "$HOME"
+run() { echo "== $1 rc=$(cd / && "${@:2}" >"$w/out" 2>&1; echo $?)"; cat "$w/out"; }
+for _ in $(seq 50); do pcsc_scan -r 2>/dev/null | grep -q '^0:' && break; sleep 0.2; done
+run healthy "$tb" doctor
+# Another user, on no seat: the hidraw node (0600 root, no ACL) is not theirs.
+mkdir -p "$w/nobody" && chown 65534:65534 "$w/nobody"
+run other-user setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$w/nobody" XDG_CONFIG_HOME="$w/nobody/c" \
+  XDG_DATA_HOME="$w/nobody/d" "$tb" doctor
+# A program holding the card exclusively (what scdaemon does).
+python3 - "$(pcsc_scan -r | sed -n 's/^0: //p')" >"$w/hold.log" 2>&1 <<'PY' &
+import ctypes, sys, time
+lib = ctypes.CDLL("libpcsclite.so.1")
+ctx = ctypes.c_long(); card = ctypes.c_long(); proto = ctypes.c_ulong()
+assert lib.SCardEstablishContext(2, None, None, ctypes.byref(ctx)) == 0
+rv = lib.SCardConnect(ctx, sys.argv[1].encode(), 1, 3, ctypes.byref(card), ctypes.byref(proto))  # 1 = EXCLUSIVE
+print("held" if rv == 0 else "connect failed %x" % (rv & 0xffffffff), flush=True)
+time.sleep(60)
+PY
+holder=$!
+for _ in $(seq 100); do grep -q . "$w/hold.log" && break; sleep 0.2; done
+run card-held "$tb" doctor
+kill $holder
+# Our rules gone.
+mv /etc/udev/rules.d/70-tokenbridge.rules "$w/"
+run no-rules "$tb" doctor
+mv "$w/70-tokenbridge.rules" /etc/udev/rules.d/
+# pcscd stopped.
+pid=$(pidof pcscd)
+kill $pid; for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
+run no-pcscd "$tb" doctor
+pcscd >/dev/null 2>&1
