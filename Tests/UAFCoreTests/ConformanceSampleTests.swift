@@ -148,11 +148,14 @@ import UAFCore
   }
 
   @Test(arguments: [
-    "", "{}", "[]", "[1]", "[{\"header\":{}}]", "[{\"header\":{\"op\":\"Foo\"}}]",
-    "[{\"header\":{\"op\":\"Reg\",\"upv\":{\"major\":1,\"minor\":1}}}]", "[[[[[[[[",
+    ("", "not JSON"), ("{}", "a UAF message is a JSON array of requests"), ("[]", "the message holds no request"),
+    ("[1]", "request 0: wrong type at the request"), ("[{\"header\":{}}]", "request 0: missing header.upv"),
+    ("[{\"header\":{\"op\":\"Foo\"}}]", "request 0: missing header.upv"),
+    ("[{\"header\":{\"op\":\"Reg\",\"upv\":{\"major\":1,\"minor\":1}}}]", "request 0 (Reg): missing challenge"),
+    ("[[[[[[[[", "not JSON"),
   ])
-  func malformedMessagesAreTypedErrors(_ json: String) {
-    #expect(throws: UAFMessageError.self) { try UAFMessageCodec.decodeRequests(json) }
+  func malformedMessagesAreTypedErrors(_ json: String, _ problem: String) {
+    #expect(throws: UAFMessageError.malformed(problem)) { try UAFMessageCodec.decodeRequests(json) }
   }
 
   @Test func hugeMessagesAreRefusedBeforeParsing() {

@@ -106,13 +106,16 @@ import UAFCore
   }
 
   @Test func hostileNumbersAndBytesAreTypedErrors() {
-    for json in [
-      #"[{"header":{"upv":{"major":1e400,"minor":1},"op":"Reg"}}]"#,
-      #"[{"header":{"upv":{"major":1.5,"minor":1},"op":"Reg"}}]"#,
-      #"[{"header":{"upv":{"major":99999999999999999999999,"minor":1},"op":"Reg"}}]"#,
-      String(repeating: "[", count: 100_000),
+    for (json, problem) in [
+      (#"[{"header":{"upv":{"major":1e400,"minor":1},"op":"Reg"}}]"#, "request 0: not the shape UAF defines"),
+      (#"[{"header":{"upv":{"major":1.5,"minor":1},"op":"Reg"}}]"#, "request 0: not the shape UAF defines"),
+      (
+        #"[{"header":{"upv":{"major":99999999999999999999999,"minor":1},"op":"Reg"}}]"#,
+        "request 0: not the shape UAF defines"
+      ),
+      (String(repeating: "[", count: 100_000), "not JSON"),
     ] {
-      #expect(throws: UAFMessageError.self) { try UAFMessageCodec.decodeRequest(json, expecting: nil) }
+      #expect(throws: UAFMessageError.malformed(problem)) { try UAFMessageCodec.decodeRequest(json, expecting: nil) }
     }
     #expect(throws: UAFMessageError.malformed("not JSON")) {
       try UAFMessageCodec.decodeRequest(bytes: [0x5B, 0xFF, 0xFE, 0x5D], expecting: nil)
