@@ -105,7 +105,7 @@ public final class USBIPServer: @unchecked Sendable {
   // MARK: operations before import
 
   func serve(_ c: Int32) {
-    guard let op = readExactly(c, 8) else { return }
+    guard let op = socketRead(c, 8) else { return }
     let version = UInt16(op[0]) << 8 | UInt16(op[1])
     let code = UInt16(op[2]) << 8 | UInt16(op[3])
     guard version == Self.version else { return log(String(format: "USB/IP version %04x refused", version)) }
@@ -116,19 +116,19 @@ public final class USBIPServer: @unchecked Sendable {
         reply += deviceBlock(i)
         for (cls, sub, proto) in d.interfaceClasses { reply += [cls, sub, proto, 0] }
       }
-      _ = sendAll(c, reply)
+      _ = socketSend(c, reply)
     case 0x8003:  // OP_REQ_IMPORT
-      guard let raw = readExactly(c, 32) else { return }
+      guard let raw = socketRead(c, 32) else { return }
       let busID = String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
       guard let i = devices.indices.first(where: { Self.busID($0) == busID }),
         lock.withLock({ imported.insert(i).inserted })
       else {
         log("import of \(busID) refused (unknown or already attached)")
-        _ = sendAll(c, be16(Self.version) + be16(0x0003) + be32(1))
+        _ = socketSend(c, be16(Self.version) + be16(0x0003) + be32(1))
         return
       }
       defer { lock.withLock { _ = imported.remove(i) } }
-      guard sendAll(c, be16(Self.version) + be16(0x0003) + be32(0) + deviceBlock(i)) else { return }
+      guard socketSend(c, be16(Self.version) + be16(0x0003) + be32(0) + deviceBlock(i)) else { return }
       log("\(busID) attached (\(devices[i].kind.rawValue), serial \(devices[i].serial))")
       lock.withLock { sessions[i] = c }
       URBSession(fd: c, device: devices[i], log: log).run()
@@ -170,7 +170,7 @@ final class URBSession: @unchecked Sendable {
   func run() {
     device.attach { [weak self] endpoint, data in self?.queueIn(endpoint, data) }
     defer { device.detach() }
-    while let header = readExactly(fd, 48) {
+    while let header = socketRead(fd, 48) {
       let command = be32(header, 0)
       let seq = be32(header, 4)
       switch command {
@@ -181,7 +181,7 @@ final class URBSession: @unchecked Sendable {
         guard length >= 0, length <= 1 << 20 else { return log("URB of \(length) bytes: connection closed") }
         var data: [UInt8] = []
         if !directionIn && length > 0 {
-          guard let d = readExactly(fd, length) else { return }
+          guard let d = socketRead(fd, length) else { return }
           data = d
         }
         submit(seq, endpoint: endpoint, directionIn: directionIn, length: length, setup: Array(header[40..<48]), data)
@@ -257,7 +257,7 @@ final class URBSession: @unchecked Sendable {
   let sendLock = NSLock()
 
   func send(_ bytes: [UInt8]) {
-    sendLock.withLock { _ = sendAll(fd, bytes) }
+    sendLock.withLock { _ = socketSend(fd, bytes) }
   }
 
   func retSubmit(_ seq: UInt32, status: Int32, length: Int) -> [UInt8] {
@@ -275,25 +275,4 @@ func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
 func be32(_ v: UInt32) -> [UInt8] { bigEndian(v) }
 func be32(_ b: [UInt8], _ at: Int) -> UInt32 {
   UInt32(b[at]) << 24 | UInt32(b[at + 1]) << 16 | UInt32(b[at + 2]) << 8 | UInt32(b[at + 3])
-}
-
-func readExactly(_ fd: Int32, _ n: Int) -> [UInt8]? {
-  var buf = [UInt8](repeating: 0, count: n)
-  var got = 0
-  while got < n {
-    let r = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, n - got, 0) }
-    if r <= 0 { return nil }
-    got += r
-  }
-  return buf
-}
-
-func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-  var sent = 0
-  while sent < bytes.count {
-    let r = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-    if r <= 0 { return false }
-    sent += r
-  }
-  return true
 }

@@ -112,24 +112,10 @@ public final class VPCDLink: @unchecked Sendable {
     // and delayed ACK on ours cost ~40 ms per APDU. TCP_QUICKACK is reset by the kernel: set it per read.
     var one: Int32 = 1
     setsockopt(s, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
-    var buf = [UInt8](repeating: 0, count: n)
-    var got = 0
-    while got < n {
-      let r = buf.withUnsafeMutableBytes { recv(s, $0.baseAddress! + got, n - got, 0) }
-      if r <= 0 { return nil }
-      got += r
-    }
-    return buf
+    return socketRead(s, n)
   }
 
   func send(_ s: Int32, _ payload: [UInt8]) -> Bool {
-    let frame = [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload
-    var sent = 0
-    while sent < frame.count {
-      let r = frame.withUnsafeBytes { Glibc.send(s, $0.baseAddress! + sent, frame.count - sent, Int32(MSG_NOSIGNAL)) }
-      if r <= 0 { return false }
-      sent += r
-    }
-    return true
+    socketSend(s, [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload)
   }
 }
