@@ -11,28 +11,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("TB_BIN") or ROOT / ".build" / "debug")
+from guest_common import BIN, ROOT, run_tokenbridge
+
 RP = ROOT / "Tools" / "rp" / "tokenbridge_rp.py"
 
 
 def tb(home, *args, pins=None):
     env = dict(os.environ, **home)
     env.pop("TOKENBRIDGE_VIRTUAL_FIDO", None)  # the kernel's device, through libfido2's own enumeration
-    cmd = [str(BIN / "tokenbridge"), *args]
-    fds = ()
-    if pins is not None:
-        r, w = os.pipe()
-        os.write(w, "".join(p + "\n" for p in pins).encode())
-        os.close(w)
-        cmd += ["--pin-fd", str(r)]
-        fds = (r,)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, pass_fds=fds, timeout=120,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    p = run_tokenbridge(env, *args, pins=pins)
     return {"cmd": " ".join(args), "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pexpect
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("TB_BIN") or ROOT / ".build" / "debug")
+from guest_common import BIN, ROOT, run_tokenbridge
+
 PORT = "3251"
 work = Path(tempfile.mkdtemp(prefix="reset-", dir="/tmp"))
 env = dict(os.environ, XDG_DATA_HOME=str(work / "d"), XDG_CONFIG_HOME=str(work / "c"))
@@ -48,19 +48,7 @@ def detach():
 
 
 def tb(*args, pins=None):
-    fds, cmd = (), [str(BIN / "tokenbridge"), *args]
-    if pins is not None:
-        r, w = os.pipe()
-        os.write(w, "".join(p + "\n" for p in pins).encode())
-        os.close(w)
-        cmd += ["--pin-fd", str(r)]
-        fds = (r,)
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, pass_fds=fds, timeout=120,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    return run_tokenbridge(env, *args, pins=pins)
 
 
 def reset_with_replug(plug_in):
