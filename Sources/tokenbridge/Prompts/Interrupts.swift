@@ -23,6 +23,9 @@ final class Interrupts: Sendable {
   let cancellers = Mutex<[Canceller]>([])
   /// A pinentry dialog is up.
   let pinentryActive = Mutex(false)
+  /// A pinentry dialog ended as cancelled: the command is ending as the user's cancel (3). The Ctrl-C that ended
+  /// it may reach the handler only after the dialog is over; it must not turn that into "interrupted" (130).
+  let pinentryCancelled = Mutex(false)
 
   static func install() { shared.installOnce() }
 
@@ -45,7 +48,7 @@ final class Interrupts: Sendable {
     }
     // A pinentry is asking: it shares our terminal (process group), got the same Ctrl-C and ends its dialog
     // as cancelled (or dies of it): the prompt then ends as the user's cancel (3), its terminal restored by it.
-    if pinentryActive.withLock({ $0 }) { return }
+    if pinentryActive.withLock({ $0 }) || pinentryCancelled.withLock({ $0 }) { return }
     // Cancel whatever waits (each canceller does nothing when its key is not in an operation).
     let cancelled = cancellers.withLock { $0.map { $0.cancel() } }.contains(true)
     if cancelled { return }
@@ -64,6 +67,11 @@ final class Interrupts: Sendable {
   func duringPinentry<T>(_ body: () throws -> T) rethrows -> T {
     pinentryActive.withLock { $0 = true }
     defer { pinentryActive.withLock { $0 = false } }
-    return try body()
+    do {
+      return try body()
+    } catch InteractionError.cancelled {
+      pinentryCancelled.withLock { $0 = true }
+      throw InteractionError.cancelled
+    }
   }
 }
