@@ -1,5 +1,15 @@
 """Token lab tests: one QEMU guest (Tools/lab) booted once per session; each test runs commands inside it with
-virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason."""
+virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason.
+
+One suite for the virtual and the real device. A test that works with any token asks for the `dut` fixture (the
+device under test) and the interface it needs; by default that is a virtual device attached for the test. With a
+resident token — a real one passed through (LAB_PASSTHROUGH=VID:PID, opt-in: TOKENBRIDGE_HIL=1 and its serial in
+TOKENBRIDGE_HIL_SERIAL, which Tools/lab checks), or a virtual composite token standing in for one
+(LAB_STANDIN=composite, which checks this mode on machines without a real token) — the same tests run against it.
+Tests that write to the token (PIN set, key generation, registrations, a PIN attempt) run on a resident token only
+when TOKENBRIDGE_HIL_DESTRUCTIVE names its serial (the confirmation); otherwise they are skipped and say so. Tests
+that need what only a virtual device can do (USB/IP detach, several devices, a simulated touch) ask for `devices`
+and are skipped with a resident token."""
 import json
 import os
 import subprocess
@@ -13,6 +23,10 @@ BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
 NAME = f"pytest-{os.getpid()}"
 # A real token passed into the guest (opt-in: Tools/lab checks TOKENBRIDGE_HIL=1 and the serial allow-list).
 PASSTHROUGH = os.environ.get("LAB_PASSTHROUGH", "")
+# A virtual composite token attached once for the whole session, treated as a real one (see the module text).
+STANDIN = os.environ.get("LAB_STANDIN", "")
+STANDIN_SERIAL = "29000001"
+RESIDENT = bool(PASSTHROUGH or STANDIN)
 _state = {}
 
 
@@ -39,7 +53,15 @@ def guest():
                        env={**os.environ, "TB_BIN": str(BIN)})
     if r.returncode != 0:
         pytest.skip(f"lab did not boot: {r.stderr.strip()[-300:]}")
-    yield Guest()
+    g = Guest()
+    if STANDIN:
+        if STANDIN != "composite":
+            pytest.fail(f"LAB_STANDIN={STANDIN}: only 'composite' is supported")
+        r = g.sh(_STANDIN_UP, timeout=120)
+        if r.returncode != 0:
+            subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
+            pytest.fail(f"the stand-in token did not come up: {r.stdout[-2000:]}")
+    yield g
     subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
 
 
@@ -57,14 +79,115 @@ class Guest:
 
 @pytest.fixture
 def devices(guest):
+    """Virtual devices attached per test; for what only they can do (detach over USB/IP, several devices)."""
+    if RESIDENT:
+        pytest.skip("needs virtual devices attached over USB/IP (detach, replug, several devices): not run with a "
+                    "resident token")
     reason = _usbip_unavailable()
     if reason:
         pytest.skip(reason)
     return guest
 
 
-def flows(guest, kind, attach):
-    """Tests/lab/guest_flows.py inside the guest: one UAF flow with the attached device; its JSON summary."""
-    r = guest.run("python3", str(ROOT / "Tests" / "lab" / "guest_flows.py"), kind, attach=attach, timeout=400)
+# Serves the stand-in (composite, its own serial and port) detached from the job so it stays for the session; its
+# server is not a job's child, so no job's cleanup detaches it (tests with a resident token attach nothing).
+_STANDIN_UP = f"""set -u
+vt="${{TB_BIN:-$LAB_ROOT/.build/debug}}/virtual-token"; d=/tmp/standin; mkdir -p $d
+setsid "$vt" usbip --listen 127.0.0.1:3270 --device composite --serial {STANDIN_SERIAL} --state-dir $d \
+  >$d/server.log 2>&1 </dev/null &
+for _ in $(seq 100); do usbip --tcp-port 3270 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.1; done
+usbip --tcp-port 3270 attach -r 127.0.0.1 -b 1-1 || {{ cat $d/server.log; exit 1; }}
+for _ in $(seq 100); do [ -n "$(ls /sys/class/hidraw)" ] && break; sleep 0.1; done
+udevadm settle -t 10
+for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' && break; sleep 0.1; done
+"""
+
+# What the guest sees of the resident token: its USB device (by VID:PID), serial, interface classes, hidraw node
+# (the HID interface of that device whose report descriptor starts with the FIDO usage page 06 D0 F1) and reader.
+_RESIDENT_INFO = r"""set -u
+want="$1"
+for d in /sys/bus/usb/devices/*; do
+  [ -f "$d/idVendor" ] || continue
+  [ "$(cat $d/idVendor):$(cat $d/idProduct)" = "$want" ] || continue
+  echo "vidpid=$want"; echo "serial=$(cat $d/serial 2>/dev/null)"; echo "product=$(cat $d/product 2>/dev/null)"
+  echo "classes=$(cat $d/*:*/bInterfaceClass 2>/dev/null | sort -u | tr '
+' ' ')"
+  for h in /sys/class/hidraw/*; do
+    [ -e "$h" ] || continue
+    case "$(readlink -f $h/device)" in "$(readlink -f $d)"/*)
+      [ "$(od -An -tx1 -N3 $h/device/report_descriptor | tr -d ' 
+')" = 06d0f1 ] && echo "hidraw=${h##*/}";;
+    esac
+  done
+  break
+done
+for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' && break; sleep 0.1; done
+pcsc_scan -r 2>/dev/null | sed -n 's/^0: /reader=/p'
+"""
+
+
+class Dut:
+    """The device under test: `kind` names the interface a test needs (fido, ccid or composite)."""
+
+    def __init__(self, guest, info):
+        self.guest, self.info = guest, info
+
+    @property
+    def virtual(self):
+        return self.info is None
+
+    def _attach(self, kind):
+        if self.virtual:
+            return [kind]
+        need = {"fido": ["fido"], "ccid": ["ccid"], "composite": ["fido", "ccid"]}[kind]
+        for n in need:
+            if not self.info.get(n):
+                pytest.skip(f"the resident token {self.info['vidpid']} has no {n.upper()} interface")
+        return []
+
+    def run(self, *cmd, kind, timeout=180):
+        return self.guest.run(*cmd, attach=self._attach(kind), timeout=timeout)
+
+    def sh(self, script, kind, timeout=180):
+        return self.guest.run("bash", "-c", script, attach=self._attach(kind), timeout=timeout)
+
+    def destructive(self, what):
+        """A test that writes to the token: on a resident token only when its serial is confirmed."""
+        if self.virtual:
+            return
+        serial = self.info["serial"]
+        if os.environ.get("TOKENBRIDGE_HIL_DESTRUCTIVE", "") != serial:
+            pytest.skip(f"{what} writes to the token {serial}: set TOKENBRIDGE_HIL_DESTRUCTIVE={serial} to confirm "
+                        "(the token must be in its factory state: PIV PIN 123456, FIDO2 without a PIN)")
+
+
+def _resident(guest):
+    if "resident" not in _state:
+        want = PASSTHROUGH.lower() if PASSTHROUGH else "1209:0001"
+        r = guest.run("bash", "-c", _RESIDENT_INFO, "info", want)
+        info = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+        assert info.get("vidpid") == want, f"the resident token {want} is not in the guest: {r.stdout}"
+        classes = info["classes"].split()
+        info["fido"] = "03" in classes and "hidraw" in info
+        info["ccid"] = "0b" in classes
+        _state["resident"] = info
+    return _state["resident"]
+
+
+@pytest.fixture
+def dut(guest):
+    if not RESIDENT:
+        reason = _usbip_unavailable()
+        if reason:
+            pytest.skip(reason)
+        return Dut(guest, None)
+    return Dut(guest, _resident(guest))
+
+
+def flows(dut, kind):
+    """Tests/lab/guest_flows.py inside the guest: one UAF flow with the device under test; its JSON summary."""
+    dut.destructive(f"the {kind} flow (PIN, registration)")
+    r = dut.run("python3", str(ROOT / "Tests" / "lab" / "guest_flows.py"), kind, "" if dut.virtual else "resident",
+                kind="fido" if kind == "fido" else "ccid", timeout=400)
     assert r.returncode == 0, r.stdout[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -1,7 +1,10 @@
 """Runs inside the lab guest (not collected by pytest): drives tokenbridge through a whole UAF flow with the
 device attached over USB/IP, against the reference RP on the guest's loopback, and prints one JSON object with
 each step's exit status and stderr, and what the RP holds. The host-side tests assert on it.
-Usage: guest_flows.py fido|piv"""
+Usage: guest_flows.py fido|piv [resident]
+With "resident" the token under test stays in the guest (a real token passed through, or the stand-in): every
+command names it with --token (a composite token is two tokens), and a FIDO2 key must have no PIN yet (the factory
+state the confirmation promised) — its PIN is never guessed."""
 import json
 import os
 import subprocess
@@ -25,6 +28,7 @@ def tb(home, *args, pins=None):
 
 def main():
     kind = sys.argv[1]
+    resident = sys.argv[2:] == ["resident"]
     work = Path(tempfile.mkdtemp(prefix="flows-", dir="/tmp"))
     home = {"XDG_DATA_HOME": str(work / "data"), "XDG_CONFIG_HOME": str(work / "config")}
     port_file = work / "rp.port"
@@ -38,11 +42,20 @@ def main():
         url = f"http://127.0.0.1:{port_file.read_text()}"
         pin = "123456" if kind == "piv" else "1234"
         steps = [tb(home, "tokens", "--json")]
+        sel = []
+        if resident:
+            listed = [t for t in json.loads(steps[0]["stdout"]) if t["kind"] == ("piv" if kind == "piv" else "fido2")]
+            if len(listed) != 1:
+                sys.exit(f"expected one {kind} token in the guest, tokens --json lists: {steps[0]['stdout']}")
+            sel = ["--token", listed[0]["id"]]
+            if kind == "fido" and listed[0]["fido2"]["options"].get("clientPin"):
+                sys.exit("the FIDO2 key has a PIN: the destructive flows need one without (reset it first); "
+                         "no PIN was tried")
         if kind == "fido":
-            steps.append(tb(home, "pin", "set", pins=[pin]))
-        steps.append(tb(home, "pin", "status", "--json"))
-        steps.append(tb(home, "register", "--username", "alice", "--server", url, pins=[pin]))
-        steps.append(tb(home, "authenticate", "--username", "alice", "--server", url, pins=[pin]))
+            steps.append(tb(home, "pin", "set", *sel, pins=[pin]))
+        steps.append(tb(home, "pin", "status", "--json", *sel))
+        steps.append(tb(home, "register", "--username", "alice", "--server", url, *sel, pins=[pin]))
+        steps.append(tb(home, "authenticate", "--username", "alice", "--server", url, *sel, pins=[pin]))
         with urllib.request.urlopen(url + "/_admin/registrations", timeout=10) as r:
             regs = json.loads(r.read())
         steps.append(tb(home, "deregister", "--username", "alice", "--server", url))

@@ -3,25 +3,38 @@ a device is pulled in the middle of an operation and plugged back in."""
 import json
 
 
-def test_composite_is_one_device_with_both_tokens(devices):
-    r = devices.sh("""lsusb -d 1209:0001 | wc -l
-lsusb -v -d 1209:0001 2>/dev/null | grep -E 'bNumInterfaces|bInterfaceClass|iSerial'
+def test_composite_is_one_device_with_both_tokens(dut):
+    vidpid = "1209:0001" if dut.virtual else dut.info["vidpid"]
+    r = dut.sh(f"""lsusb -d {vidpid} | wc -l
+lsusb -v -d {vidpid} 2>/dev/null | grep -E 'bNumInterfaces|bInterfaceClass|iSerial'
 echo ---
 fido2-token -L; pcsc_scan -r
 echo ---
-env -u TOKENBRIDGE_VIRTUAL_FIDO "${TB_BIN:-$LAB_ROOT/.build/debug}/tokenbridge" tokens --json""", attach=["composite"])
+env -u TOKENBRIDGE_VIRTUAL_FIDO "${{TB_BIN:-$LAB_ROOT/.build/debug}}/tokenbridge" tokens --json""", kind="composite")
     assert r.returncode == 0, r.stdout
     usb, seen, tokens = r.stdout.split("---\n")
     lines = [" ".join(l.split()) for l in usb.splitlines()]
-    assert lines == ["1", "iSerial 3 20000001", "bNumInterfaces 2", "bInterfaceClass 3 Human Interface Device",
-                     "bInterfaceClass 11 Chip/SmartCard"]
-    assert seen.startswith("/dev/hidraw0: vendor=0x1209, product=0x0001 (TokenBridge Virtual FIDO2 Key and PIV Card)")
-    assert "0: Virtual Token CCID [CCID] (20000001) 00 00" in seen.splitlines()
     listed = sorted(json.loads(tokens), key=lambda t: t["kind"])
-    assert [t["kind"] for t in listed] == ["fido2", "piv"]
-    # One physical token: both are on USB device usb-1209-0001-20000001 and name each other.
-    assert {t["usbDevice"] for t in listed} == {"usb-1209-0001-20000001"}
-    assert [t["sameDeviceAs"] for t in listed] == [["piv-20000001"], ["fido2-hidraw0"]]
+    if dut.virtual:
+        assert lines == ["1", "iSerial 3 20000001", "bNumInterfaces 2", "bInterfaceClass 3 Human Interface Device",
+                         "bInterfaceClass 11 Chip/SmartCard"]
+        assert seen.startswith(
+            "/dev/hidraw0: vendor=0x1209, product=0x0001 (TokenBridge Virtual FIDO2 Key and PIV Card)")
+        assert "0: Virtual Token CCID [CCID] (20000001) 00 00" in seen.splitlines()
+        assert [t["kind"] for t in listed] == ["fido2", "piv"]
+        # One physical token: both are on USB device usb-1209-0001-20000001 and name each other.
+        assert {t["usbDevice"] for t in listed} == {"usb-1209-0001-20000001"}
+        assert [t["sameDeviceAs"] for t in listed] == [["piv-20000001"], ["fido2-hidraw0"]]
+    else:
+        # A real token may have more interfaces (a YubiKey's OTP keyboard): FIDO HID and CCID on one device.
+        assert lines[0] == "1" and f"iSerial 3 {dut.info['serial']}" in lines
+        assert "bInterfaceClass 3 Human Interface Device" in lines and "bInterfaceClass 11 Chip/SmartCard" in lines
+        fido = [t for t in listed if t["kind"] == "fido2"]
+        piv = [t for t in listed if t["kind"] == "piv"]
+        assert len(fido) == 1 and len(piv) == 1, listed
+        vid, pid = dut.info["vidpid"].split(":")
+        assert fido[0]["usbDevice"] == piv[0]["usbDevice"] == f"usb-{vid}-{pid}-{dut.info['serial']}"
+        assert fido[0]["sameDeviceAs"] == [piv[0]["id"]] and piv[0]["sameDeviceAs"] == [fido[0]["id"]]
 
 
 DETACH = r"""
