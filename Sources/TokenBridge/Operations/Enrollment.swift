@@ -149,6 +149,161 @@ public struct Enrollment {
   }
 }
 
+/// What an enrollment asks of its front end: the PINs (pinentry in the user service, a terminal or `--pin-fd`
+/// by hand), the question of `onInsert: ask`, and the cues of a FIDO2 key that must be re-inserted.
+public protocol EnrollmentInteraction: PinChanger, PinUserVerifier, ReinsertionNotifier {
+  /// Asks a yes/no question: true only on an explicit yes. Throws `InteractionError` to stop.
+  func confirm(_ about: Confirmation) throws -> Bool
+}
+
+/// How a run of `tokenbridge enroll` ended (the front end renders it).
+public enum EnrollmentResult: Equatable, Sendable {
+  /// No `enroll` in the configuration: nothing done, nothing recorded.
+  case notConfigured
+  /// `onInsert: off`.
+  case off
+  /// Another run holds this token's lock (another udev event of the same token): nothing to say.
+  case busy
+  /// Decided before (`enrolled` or `declined`): nothing asked.
+  case remembered(key: String, state: String)
+  /// `onInsert: ask` and the user said no: remembered as `declined`.
+  case declined(key: String, tokenID: String)
+  /// Registered at the server and locally, and remembered as `enrolled`.
+  case enrolled(key: String, tokenID: String, keyID: String, username: String, server: String)
+}
+
+extension Enrollment {
+  /// The whole run for the device this enrollment was made for: decides (lock, memory, kind), asks when
+  /// `onInsert` is `ask`, sets a first PIN on a FIDO2 key that has none (password policy), registers at the
+  /// configured server, and only then remembers `enrolled`. A failure (e.g. the token pulled meanwhile) leaves
+  /// no memory, so the next insert runs again; the registration itself is all-or-nothing
+  /// (`ServerOperations.register`: the local row is confirmed only after the server took it). A desktop
+  /// notification says what happened (`notifier`, best effort).
+  public mutating func run(
+    environment: UAFEnvironment, interaction: EnrollmentInteraction, interactionTimeout: Double,
+    trace: TraceSink? = nil, touchCue: @escaping (TokenInfo) -> Void = { _ in },
+    notifier: DesktopNotifier? = DesktopNotifier(), pcscWaitSeconds: Double = 20
+  ) throws(OperationError) -> EnrollmentResult {
+    let key: String
+    let kind: EnrollmentSettings.Kind
+    let tokenID: String
+    switch try decide(pcscWaitSeconds: pcscWaitSeconds) {
+    case .notConfigured: return .notConfigured
+    case .off: return .off
+    case .busy: return .busy
+    case .remembered(let k, let state): return .remembered(key: k, state: state)
+    case .proceed(let k, let kd, let t): (key, kind, tokenID) = (k, kd, t)
+    }
+    guard let settings else { return .notConfigured }
+    let username = settings.username ?? Self.loginName
+    do throws(OperationError) {
+      if settings.onInsert == .ask {
+        let yes: Bool
+        do {
+          yes = try interaction.confirm(.enroll(token: tokenID, server: settings.server, username: username))
+        } catch { throw mapInteraction(error) }
+        guard yes else {
+          try remember("declined")
+          notifier?.send(.declined(tokenID: tokenID, key: key))
+          return .declined(key: key, tokenID: tokenID)
+        }
+      }
+      if kind == .fido2 {
+        try setFirstPIN(tokenID, interaction: interaction, timeout: interactionTimeout, trace: trace)
+      }
+      let tokens = try environment.tokens(id: tokenID, trace: trace, touchCue: touchCue)
+      let ops = try environment.operations(
+        server: settings.server, facetID: nil, tokens: tokens, authenticatorSelector: nil)
+      let keyID = try ops.register(username: username, verifier: interaction)
+      try remember("enrolled")
+      notifier?.send(.enrolled(tokenID: tokenID, username: username, server: settings.server))
+      return .enrolled(key: key, tokenID: tokenID, keyID: keyID, username: username, server: settings.server)
+    } catch {
+      notifier?.send(.failed(tokenID: tokenID, reason: ErrorReport(error).message))
+      throw error
+    }
+  }
+
+  /// A FIDO2 key without a PIN gets one first (registration needs user verification). The key is let go
+  /// before the registration opens it again.
+  func setFirstPIN(_ tokenID: String, interaction: EnrollmentInteraction, timeout: Double, trace: TraceSink?)
+    throws(OperationError)
+  {
+    let chosen = try TokenSelection(trace: trace, includePUK: false, includeFIDO2: true)
+      .chooseAny(id: tokenID, selector: nil)
+    guard chosen.info.fido2?.pinIsSet == false else { return }
+    try PinOperation.setPIN.run(on: chosen, changer: interaction, interactionTimeout: timeout)
+  }
+}
+
+/// A desktop notification (freedesktop Notifications over the user's D-Bus session bus): `notify-send` when
+/// installed, else `busctl --user call … Notify` (systemd's own client, present wherever the user unit runs).
+/// Best effort: a service may have no desktop, no bus or no notification server; nothing fails because of it.
+public struct DesktopNotifier: Sendable {
+  /// What happened, for the notification's title and body.
+  public enum Event: Equatable, Sendable {
+    case enrolled(tokenID: String, username: String, server: String)
+    case declined(tokenID: String, key: String)
+    case failed(tokenID: String, reason: String)
+  }
+
+  public var notifySend: String
+  public var busctl: String
+  public var timeoutSeconds: Int
+  /// The client's environment (nil: this process's; the bus is `DBUS_SESSION_BUS_ADDRESS`, else
+  /// `$XDG_RUNTIME_DIR/bus`).
+  public var environment: [String: String]?
+
+  public init(
+    notifySend: String = "/usr/bin/notify-send", busctl: String = "/usr/bin/busctl", timeoutSeconds: Int = 5,
+    environment: [String: String]? = nil
+  ) {
+    self.notifySend = notifySend
+    self.busctl = busctl
+    self.timeoutSeconds = timeoutSeconds
+    self.environment = environment
+  }
+
+  public static func text(_ e: Event) -> (title: String, body: String) {
+    switch e {
+    case .enrolled(let token, let username, let server):
+      ("Token enrolled", "\(token) is registered for \(displayable(username)) at \(displayable(server)).")
+    case .declined(let token, let key):
+      ("Token not enrolled", "\(token) was declined; tokenbridge enroll --reset \(key) asks again.")
+    case .failed(let token, let reason): ("Token not enrolled", "\(token): \(reason)")
+    }
+  }
+
+  /// The program and arguments that show `e` (nil: neither client is installed).
+  public func command(_ e: Event) -> [String]? {
+    let (title, body) = Self.text(e)
+    if FileManager.default.isExecutableFile(atPath: notifySend) {
+      return [notifySend, "--app-name=TokenBridge", title, body]
+    }
+    guard FileManager.default.isExecutableFile(atPath: busctl) else { return nil }
+    // Notify(app_name s, replaces_id u, app_icon s, summary s, body s, actions as, hints a{sv}, timeout i); "--"
+    // so that the timeout -1 is not taken for an option.
+    return [
+      busctl, "--user", "--timeout=\(timeoutSeconds)", "--", "call", "org.freedesktop.Notifications",
+      "/org/freedesktop/Notifications", "org.freedesktop.Notifications", "Notify", "susssasa{sv}i",
+      "TokenBridge", "0", "", title, body, "0", "0", "-1",
+    ]
+  }
+
+  public func send(_ e: Event) {
+    guard let argv = command(e) else { return }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: argv[0])
+    p.arguments = Array(argv.dropFirst())
+    if let environment { p.environment = environment }
+    p.standardInput = FileHandle.nullDevice
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return }
+    p.waitUntilExit()
+  }
+}
+
 /// Why an enrollment could not start.
 public enum EnrollmentError: Error, Equatable, Sendable {
   /// The udev device name leads to no USB device.
