@@ -45,7 +45,7 @@ def test_composite_attach_and_detach_is_one_token(devices):
     assert r.returncode == 0, r.stdout + r.stderr
     head, _, events = r.stdout.partition("---\n")
     assert "watch-rc=0" in head, r.stdout
-    tokens = json.loads(head.splitlines()[1])
+    tokens = json.loads(next(l for l in head.splitlines() if l.startswith("[")))
     ids = sorted(t["id"] for t in tokens)
     assert ids == ["fido2-hidraw0", "piv-20000001"], tokens
     lines = [json.loads(l) for l in events.splitlines()]
@@ -58,12 +58,11 @@ def test_composite_attach_and_detach_is_one_token(devices):
     assert added["ids"] == removed["ids"] == ids, events
     assert added["capabilities"] == ["fido2", "piv"], events
     assert added["device"] == removed["device"] == "usb-1209-0001-20000001", events
-    assert "USB hotplug: libusb" in r.stderr, r.stderr
+    assert "USB hotplug: libusb" in r.stdout, r.stdout  # the lab merges the guest's stderr into stdout
 
 
 COOL_DOWN = ATTACH.replace("DEVICE", "fido") + r"""
 attach
-waitfor hidraw "$w/server.log" 2>/dev/null || true
 for _ in $(seq 100); do [ -e /dev/hidraw0 ] && break; sleep 0.1; done
 udevadm settle -t 10
 printf '1234\n' >"$w/pin"

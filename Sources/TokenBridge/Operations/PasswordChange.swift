@@ -83,12 +83,23 @@ public struct PasswordChange {
     do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
       throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
     }
+    // Let go of the node: an open hidraw node keeps its number taken, and the key would come back as another.
+    token.session.close()
     notifier.reinsertionNeeded(token.info)
-    do { _ = try watcher.waitForReplug(timeoutSeconds: interactionTimeout) } catch {
+    let path: String
+    do { path = try watcher.waitForReplug(timeoutSeconds: interactionTimeout) } catch {
       if case .timedOut = error { throw .timedOut }
       throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
     }
-    do { try token.session.reopen() } catch { throw .token(error) }
+    do { try token.session.reopen(at: path) } catch { throw .token(error) }
+    // The same key (a different one plugged in meanwhile would be asked for the wrong PIN).
+    if let expected = token.info.fido2?.aaguid {
+      let found: String
+      do { found = try token.session.info().aaguid } catch { throw .token(error) }
+      guard found == expected else {
+        throw .differentKey(token: token.info.id, expectedAAGUID: expected, foundAAGUID: found)
+      }
+    }
     notifier.reinserted(token.info)
   }
 

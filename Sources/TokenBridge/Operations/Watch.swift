@@ -61,6 +61,17 @@ public final class TokenWatch: @unchecked Sendable {
     var id: String
     var capability: String
     var usbKey: String?
+    var busPath: String? = nil
+    /// What the USB device's interfaces promise (sysfs): CCID → piv, HID → fido2.
+    var expected: Set<String> = []
+  }
+
+  static func expected(_ usb: USBIdentity?) -> Set<String> {
+    guard let usb else { return [] }
+    var out: Set<String> = []
+    if usb.interfaceClasses.contains("0b") { out.insert("piv") }
+    if usb.interfaceClasses.contains("03") { out.insert("fido2") }
+    return out
   }
 
   struct Group {
@@ -68,6 +79,11 @@ public final class TokenWatch: @unchecked Sendable {
     var token: String?
     var emittedIDs: [String]?
     var device: String?
+    /// sysfs name of the USB device (`1-1`), when known.
+    var busPath: String?
+    /// An announced token lost an interface: wait until then for the rest of the device to go (one `removed`)
+    /// before reporting it as `changed`.
+    var lossDeadline: DispatchTime?
     /// Capabilities the USB device's interfaces promise (CCID → piv, HID → fido2).
     var expected: Set<String> = []
     var deadline: DispatchTime = .now()
@@ -77,8 +93,12 @@ public final class TokenWatch: @unchecked Sendable {
     var preferredID: String? { ids.first { $0.hasPrefix("piv-") } ?? ids.first }
   }
 
-  /// How long a USB device's first interface waits for its others before the token is announced anyway.
-  public var settleSeconds = 3.0
+  /// How long a USB device's first interface waits for its others before the token is announced anyway (pcscd
+  /// lists a CCID interface's reader after udev and libccid had it: seconds in a slow VM).
+  public var settleSeconds = 10.0
+  /// How long an announced token that lost one interface waits for the rest of its USB device to go (the kernel
+  /// removes the hidraw node before the device; pcscd and libusb hear of it through udev, later).
+  public var departureSeconds = 3.0
   /// How USB hotplug is followed ("libusb"), or why it is not.
   public private(set) var hotplug: String
   public var sys = "/sys"
@@ -143,7 +163,7 @@ public final class TokenWatch: @unchecked Sendable {
       usb?.stop()
     }
     while true {
-      let next = groups.values.filter { $0.token == nil }.map(\.deadline).min()
+      let next = groups.values.compactMap { $0.token == nil ? $0.deadline : $0.lossDeadline }.min()
       if let next { _ = pending.wait(timeout: next) } else { pending.wait() }
       let (batch, done) = lock.withLock { () -> ([Input], Bool) in
         defer { inputs.removeAll() }
@@ -155,11 +175,22 @@ public final class TokenWatch: @unchecked Sendable {
     }
   }
 
+  /// TOKENBRIDGE_WATCH_DEBUG=1: every raw input on stderr (what PC/SC, inotify and libusb reported, and when).
+  let debug = ProcessInfo.processInfo.environment["TOKENBRIDGE_WATCH_DEBUG"] == "1"
+
   func handle(_ input: Input, _ emit: (WatchEvent) -> Void) {
+    if debug {
+      FileHandle.standardError.write(Data("watch: \(DispatchTime.now().uptimeNanoseconds / 1_000_000) \(input)\n".utf8))
+    }
     switch input {
     case .pcsc(.cardInserted(let reader)): cardInserted(reader, emit)
     case .pcsc(.cardRemoved(let reader)): removeInterface(source: reader)
-    case .pcsc(.readerAdded(let reader)): emit(WatchEvent(event: .readerAdded, source: reader))
+    case .pcsc(.readerAdded(let reader)):
+      // A USB device's reader is listed: its card follows; the token waits for it (bounded) from now.
+      if let key = USBIdentity.forReader(reader, sys: sys)?.key, groups[key]?.token == nil {
+        groups[key]?.deadline = .now() + settleSeconds
+      }
+      emit(WatchEvent(event: .readerAdded, source: reader))
     case .pcsc(.readerRemoved(let reader)): emit(WatchEvent(event: .readerRemoved, source: reader))
     case .pcsc(.serviceLost):
       emit(WatchEvent(event: .pcscdUnavailable, detail: "waiting for pcscd to come back"))
@@ -179,20 +210,28 @@ public final class TokenWatch: @unchecked Sendable {
     }
     let usb = USBIdentity.forReader(reader, sys: sys)
     if let usb { usbDevices[usb.busPath] = usb.key }
-    add(Interface(id: info.id, capability: "piv", usbKey: usb?.key), source: reader)
+    add(
+      Interface(id: info.id, capability: "piv", usbKey: usb?.key, busPath: usb?.busPath, expected: Self.expected(usb)),
+      source: reader)
   }
 
   func nodeAdded(_ path: String) {
     let name = (path as NSString).lastPathComponent
     let usb = name.hasPrefix("hidraw") && path.hasPrefix("/dev/") ? try? USBIdentity.of(name, sys: sys) : nil
     if let usb { usbDevices[usb.busPath] = usb.key }
-    add(Interface(id: TokenDiscovery.fido2ID(path: path), capability: "fido2", usbKey: usb?.key), source: path)
+    add(
+      Interface(
+        id: TokenDiscovery.fido2ID(path: path), capability: "fido2", usbKey: usb?.key, busPath: usb?.busPath,
+        expected: Self.expected(usb)),
+      source: path)
   }
 
   func add(_ interface: Interface, source: String) {
     let key = interface.usbKey ?? "id:" + interface.id
     var g = groups[key] ?? Group(device: interface.usbKey, deadline: .now() + settleSeconds)
     g.interfaces[source] = interface
+    g.busPath = g.busPath ?? interface.busPath
+    g.expected.formUnion(interface.expected)
     groups[key] = g
   }
 
@@ -210,6 +249,7 @@ public final class TokenWatch: @unchecked Sendable {
         ?? String(format: "usb-%04x-%04x-port-%@", e.vendorID, e.productID, e.busPath)
       usbDevices[e.busPath] = key
       var g = groups[key] ?? Group(device: key, deadline: .now() + settleSeconds)
+      g.busPath = e.busPath
       if e.interfaceClasses.contains(0x0B) { g.expected.insert("piv") }
       if e.interfaceClasses.contains(0x03) { g.expected.insert("fido2") }
       groups[key] = g
@@ -239,15 +279,26 @@ public final class TokenWatch: @unchecked Sendable {
         }
         continue
       }
-      if g.interfaces.isEmpty {
+      let lost = g.emittedIDs.map { !Set($0).isSubset(of: Set(g.ids)) } ?? false
+      if g.interfaces.isEmpty || (lost && usbGone(g)) {
         groups[key] = nil
         emit(event(.removed, g, ids: g.emittedIDs))
-      } else if !g.interfaces.isEmpty && g.ids != g.emittedIDs {
+      } else if lost, g.device != nil, g.lossDeadline == nil || now < g.lossDeadline! {
+        // Part of a USB device went: the rest is probably going too; one `removed` then, not `changed` first.
+        if g.lossDeadline == nil { groups[key]?.lossDeadline = now + departureSeconds }
+      } else if g.ids != g.emittedIDs {
         g.emittedIDs = g.ids
+        g.lossDeadline = nil
         groups[key] = g
         emit(event(.changed, g))
       }
     }
+  }
+
+  /// The group's USB device is gone from sysfs (unplugged).
+  func usbGone(_ g: Group) -> Bool {
+    guard let bus = g.busPath else { return false }
+    return !FileManager.default.fileExists(atPath: "\(sys)/bus/usb/devices/\(bus)")
   }
 
   func event(_ kind: WatchEvent.Kind, _ g: Group, ids: [String]? = nil) -> WatchEvent {

@@ -97,7 +97,7 @@ public final class USBHotplug: @unchecked Sendable {
     let bus = libusb_get_bus_number(device)
     // sysfs names a root-hub port path "bus-port.port…"; a root hub itself is "usbN" (not a token).
     guard n > 0 else { return }
-    let busPath = "\(bus)-" + ports.prefix(Int(n)).map(String.init).joined(separator: ".")
+    let busPath = "\(bus)-" + ports.prefix(Int(n)).map { "\($0)" }.joined(separator: ".")
     var classes: [UInt8] = []
     var config: UnsafeMutablePointer<libusb_config_descriptor>?
     if libusb_get_active_config_descriptor(device, &config) == 0
