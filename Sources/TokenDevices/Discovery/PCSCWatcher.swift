@@ -191,6 +191,8 @@ public final class PCSCWatcher: @unchecked Sendable {
     let wait = fresh.isEmpty && !resync ? timeoutMs : 0
     let resyncing = resync
     resync = false
+    // `stop` cancels a call in progress; one that has not started yet would not be (narrow, but checked).
+    if isStopped { return .stopped }
     rv = SCardGetStatusChange(ctx, wait, &states, DWORD(states.count))
     let st = PCSCStatus(rv)
     if Self.isServiceGone(rv) { return .serviceGone }
