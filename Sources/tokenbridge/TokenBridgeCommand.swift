@@ -12,7 +12,7 @@ struct TokenBridgeCommand: ParsableCommand {
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
-      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, ExitCodes.self,
+      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ExitCodes.self,
     ])
 }
 
@@ -24,6 +24,12 @@ enum TokenBridgeVersion {
 struct GlobalOptions: ParsableArguments {
   @Option(name: .long, help: "The token to use (an id from `tokenbridge tokens`).")
   var token: String?
+
+  @Flag(
+    help: ArgumentHelp(
+      "No token (or not the one named by --token)? Wait for it to be inserted, up to --timeout seconds, instead of "
+        + "failing (exit 14 when the time runs out)."))
+  var wait = false
 
   @Flag(help: "Machine-readable output.")
   var json = false
@@ -86,7 +92,23 @@ struct GlobalOptions: ParsableArguments {
 
   /// PIV commands (keys): FIDO2 keys are not even enumerated.
   func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
-    TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2)
+    var s = TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2)
+    s.wait = tokenWait
+    return s
+  }
+
+  /// `--wait`: "insert your token" on stderr, then waits (event-driven) up to the timeout.
+  var tokenWait: TokenWait? {
+    guard wait else { return nil }
+    let seconds = timeout
+    return TokenWait(
+      seconds: seconds,
+      insertToken: { id in
+        let which = id.map { "the token \($0)" } ?? "your token"
+        FileHandle.standardError.write(
+          Data("tokenbridge: insert \(which) (waiting up to \(Int(seconds)) s)…\n".utf8))
+      },
+      arrived: { FileHandle.standardError.write(Data("tokenbridge: token found.\n".utf8)) })
   }
 
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.

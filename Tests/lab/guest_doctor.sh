@@ -17,6 +17,7 @@ run other-user setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$w/n
 # A program holding the card exclusively (what scdaemon does).
 python3 - "$(pcsc_scan -r | sed -n 's/^0: //p')" >"$w/hold.log" 2>&1 <<'PY' &
 import ctypes, sys, time
+ctypes.CDLL(None).prctl(15, b"scdaemon", 0, 0, 0)  # PR_SET_NAME: /proc/PID/comm says scdaemon, as gpg's would
 lib = ctypes.CDLL("libpcsclite.so.1")
 ctx = ctypes.c_long(); card = ctypes.c_long(); proto = ctypes.c_ulong()
 assert lib.SCardEstablishContext(2, None, None, ctypes.byref(ctx)) == 0
@@ -26,8 +27,23 @@ time.sleep(60)
 PY
 holder=$!
 for _ in $(seq 100); do grep -q . "$w/hold.log" && break; sleep 0.2; done
+echo "holder-pid=$holder"
 run card-held "$tb" doctor
 kill $holder
+# udev did not mark the key (as without systemd's 60-fido-id.rules and ours): its udev database entry gone.
+db=/run/udev/data/c$(cat /sys/class/hidraw/hidraw0/dev)
+mv "$db" "$w/udev-db"
+run unmarked "$tb" doctor
+mv "$w/udev-db" "$db"
+# A node libfido2 cannot use as a FIDO key (a stale /dev: the name leads to another device, here /dev/null's).
+mv /dev/hidraw0 /dev/.hidraw0.real && mknod -m 0666 /dev/hidraw0 c 1 3
+run unlisted "$tb" doctor
+rm /dev/hidraw0 && mv /dev/.hidraw0.real /dev/hidraw0
+# Our rules older than this tokenbridge (an earlier version still installed).
+cp /etc/udev/rules.d/70-tokenbridge.rules "$w/rules.bak"
+sed -i 's/^# tokenbridge-rules-version: .*/# tokenbridge-rules-version: 1/' /etc/udev/rules.d/70-tokenbridge.rules
+run old-rules "$tb" doctor
+cp "$w/rules.bak" /etc/udev/rules.d/70-tokenbridge.rules
 # Our rules gone.
 mv /etc/udev/rules.d/70-tokenbridge.rules "$w/"
 run no-rules "$tb" doctor

@@ -1,5 +1,6 @@
 """tokenbridge doctor in the lab: healthy with a composite token, then each failure it claims to detect induced
-for real (another user without access to the hidraw node, a card held exclusively, our rules missing, pcscd
+for real (another user without access to the hidraw node, a card held exclusively by a process named scdaemon,
+a key udev did not mark, a node libfido2 does not list, our rules missing or older than the binary, pcscd
 stopped). Tests/lab/guest_doctor.sh drives it."""
 import re
 
@@ -31,7 +32,17 @@ def test_doctor_finds_each_problem(devices):
     assert "/dev/hidraw0: no read/write access for this user" in body
     rc, body = c["card-held"]
     assert rc == 35 and failing(body) == ["card access"], body
-    assert "is held exclusively by another program" in body
+    holder = re.search(r"^holder-pid=(\d+)$", r.stdout, re.M).group(1)
+    assert f"is held exclusively by another program: running scdaemon (pid {holder})" in body, body
+    rc, body = c["unmarked"]
+    assert rc == 35 and failing(body) == ["udev"], body
+    assert "FAIL udev: hidraw0 is a FIDO key but udev did not mark it (ID_FIDO_TOKEN)" in body
+    rc, body = c["unlisted"]
+    assert rc == 35 and failing(body) == ["libfido2"], body
+    assert "FAIL libfido2: hidraw0 is a FIDO key libfido2 does not list" in body
+    rc, body = c["old-rules"]
+    assert rc == 35 and failing(body) == ["udev rules"], body
+    assert "is older than this tokenbridge (version 1, want 2)" in body
     rc, body = c["no-rules"]
     assert rc == 35 and failing(body) == ["udev rules"], body
     rc, body = c["no-pcscd"]

@@ -300,6 +300,10 @@ struct NoPINAfterReset: PinUserVerifier {
 extension TokenSelection {
   /// The FIDO2 key a command works on: the one named by `--token`, the only one, or the user's choice.
   public func chooseFIDO2(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredFIDO2 {
+    try wait.run(id: id) { () throws(OperationError) in try chooseFIDO2Now(id: id, selector: selector) }
+  }
+
+  func chooseFIDO2Now(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredFIDO2 {
     var discovery = discovery
     discovery.onlyID = id
     let result: DiscoveryResult

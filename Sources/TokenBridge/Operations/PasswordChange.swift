@@ -17,7 +17,6 @@ public protocol ReinsertionNotifier {
 /// when the same key is back, or stops at the interaction timeout.
 public struct PasswordChange {
   public var interactionTimeout: Double
-  public var pollInterval: Double = 0.25
 
   public init(interactionTimeout: Double = 240) { self.interactionTimeout = interactionTimeout }
 
@@ -76,24 +75,32 @@ public struct PasswordChange {
       lastRecoverableError: round.lastError)
   }
 
-  /// Waits, sending no PIN, until the key has been unplugged and is back (its connection drops, then it
-  /// opens again), or the interaction timeout passes.
+  /// Waits, sending no PIN, until the key has been unplugged and is back (its device node goes and comes back:
+  /// inotify, no polling), or the interaction timeout passes; then opens it again.
   func waitForReinsertion(_ token: DiscoveredFIDO2, _ notifier: ReinsertionNotifier) throws(OperationError) {
-    notifier.reinsertionNeeded(token.info)
-    let deadline = Date().addingTimeInterval(interactionTimeout)
-    var gone = false
-    while Date() < deadline {
-      if !gone {
-        // getPINRetries sends no PIN; it fails once the key is gone.
-        if (try? token.session.pinRetries()) == nil { gone = true }
-      }
-      if gone, (try? token.session.reopen()) != nil {
-        notifier.reinserted(token.info)
-        return
-      }
-      Thread.sleep(forTimeInterval: pollInterval)
+    let ref = token.session.ref
+    let watcher: DeviceNodeWatcher
+    do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
     }
-    throw .timedOut
+    // Let go of the node: an open hidraw node keeps its number taken, and the key would come back as another.
+    token.session.close()
+    notifier.reinsertionNeeded(token.info)
+    let path: String
+    do { path = try watcher.waitForReplug(timeoutSeconds: interactionTimeout) } catch {
+      if case .timedOut = error { throw .timedOut }
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
+    }
+    do { try token.session.reopen(at: path) } catch { throw .token(error) }
+    // The same key (a different one plugged in meanwhile would be asked for the wrong PIN).
+    if let expected = token.info.fido2?.aaguid {
+      let found: String
+      do { found = try token.session.info().aaguid } catch { throw .token(error) }
+      guard found == expected else {
+        throw .differentKey(token: token.info.id, expectedAAGUID: expected, foundAAGUID: found)
+      }
+    }
+    notifier.reinserted(token.info)
   }
 
   /// getInfo as discovery read it a moment ago (read again only if missing).

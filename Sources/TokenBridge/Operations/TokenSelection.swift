@@ -3,6 +3,8 @@ import TokenDevices
 /// Finds the token a command works on: the one named by `--token`, the only one, or the user's choice.
 public struct TokenSelection {
   public var discovery: TokenDiscovery
+  /// `--wait`: no token (or not the named one) → wait for one to arrive instead of failing (WatchWait.swift).
+  public var wait: TokenWait?
 
   public init(trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true) {
     discovery = TokenDiscovery(trace: trace, includePUK: includePUK, includeFIDO2: includeFIDO2)
@@ -10,6 +12,10 @@ public struct TokenSelection {
 
   /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).
   public func chooseAny(id: String?, selector: TokenSelector?) throws(OperationError) -> AnyToken {
+    try wait.run(id: id) { () throws(OperationError) in try chooseAnyNow(id: id, selector: selector) }
+  }
+
+  func chooseAnyNow(id: String?, selector: TokenSelector?) throws(OperationError) -> AnyToken {
     let result: DiscoveryResult
     var discovery = discovery
     discovery.onlyID = id
@@ -40,6 +46,10 @@ public struct TokenSelection {
   }
 
   public func choose(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
+    try wait.run(id: id) { () throws(OperationError) in try chooseNow(id: id, selector: selector) }
+  }
+
+  func chooseNow(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
     let result: DiscoveryResult
     var discovery = discovery
     discovery.holdCards = true  // the chosen card is SELECTed once; the others are let go with `result`

@@ -36,7 +36,18 @@ public struct UAFEnvironment {
   }
 
   /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
-  public func tokens(id: String?, trace: TraceSink?, touchCue: @escaping (TokenInfo) -> Void) throws(OperationError)
+  public func tokens(
+    id: String?, trace: TraceSink?, wait: TokenWait? = nil, touchCue: @escaping (TokenInfo) -> Void
+  ) throws(OperationError) -> UAFTokens {
+    try wait.run(id: id) { () throws(OperationError) in
+      let found = try tokensNow(id: id, trace: trace, touchCue: touchCue)
+      // Waiting: a command that needs a token needs at least one.
+      if wait != nil && id == nil && found.infos.isEmpty { throw .noToken(readers: 0, emptyReaders: [], unusable: []) }
+      return found
+    }
+  }
+
+  func tokensNow(id: String?, trace: TraceSink?, touchCue: @escaping (TokenInfo) -> Void) throws(OperationError)
     -> UAFTokens
   {
     let result: DiscoveryResult

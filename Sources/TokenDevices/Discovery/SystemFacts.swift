@@ -66,18 +66,35 @@ public enum SystemFacts {
     }
   }
 
-  /// Processes known to hold smart cards exclusively (gpg's scdaemon, pcscd-using agents), from /proc.
+  /// The processes that may hold a smart card: pcsc-lite clients (libpcsclite in their memory map) other than this
+  /// one and pcscd, in this process's mount and network namespaces (another namespace's clients talk to another
+  /// pcscd). Where a map cannot be read (another user's process), the known holders by name (gpg's scdaemon, …).
+  /// A process merely named like a card tool that does not use PC/SC is not one.
   public static func cardHolders(proc: String = "/proc") -> [(pid: Int32, name: String)] {
     let known: Set<String> = ["scdaemon", "gpg-agent", "ykman", "opensc-tool", "pkcs11-tool", "p11-kit-server"]
+    let me = getpid()
+    let ownNamespaces = namespaces(proc, "self")
     var out: [(Int32, String)] = []
     for entry in (try? FileManager.default.contentsOfDirectory(atPath: proc)) ?? [] {
-      guard let pid = Int32(entry), let comm = procFile("\(proc)/\(entry)/comm") else {
-        continue
-      }
+      guard let pid = Int32(entry), pid != me, let comm = procFile("\(proc)/\(entry)/comm") else { continue }
       let name = String(decoding: comm, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-      if known.contains(name) { out.append((pid, name)) }
+      guard name != "pcscd", namespaces(proc, entry) == ownNamespaces else { continue }
+      if let maps = procFile("\(proc)/\(entry)/maps") {
+        if String(decoding: maps, as: UTF8.self).contains("libpcsclite") { out.append((pid, name)) }
+      } else if known.contains(name) {
+        out.append((pid, name))
+      }
     }
     return out.sorted { $0.0 < $1.0 }
+  }
+
+  /// The mount and network namespaces of a process (nil parts where they cannot be read).
+  static func namespaces(_ proc: String, _ pid: String) -> [String?] {
+    ["mnt", "net"].map { ns in
+      var buf = [CChar](repeating: 0, count: 256)
+      let n = readlink("\(proc)/\(pid)/ns/\(ns)", &buf, buf.count - 1)
+      return n > 0 ? String(decoding: buf.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    }
   }
 
   /// A procfs/sysfs file (their size is 0 to stat, so read to the end; at most 4 MiB).

@@ -61,7 +61,7 @@ public struct FIDO2Deadlines: Sendable, Equatable {
 
 /// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time).
 public final class FIDO2Session {
-  public let ref: FIDO2DeviceRef
+  public private(set) var ref: FIDO2DeviceRef
   /// Cancels an operation of this session that waits for a touch (from a Ctrl-C handler).
   public let canceller = FIDO2Canceller()
   var dev: OpaquePointer?
@@ -169,6 +169,13 @@ public final class FIDO2Session {
   /// Closes and opens again (after a replug).
   public func reopen() throws(TokenError) {
     closeDevice()
+    try open()
+  }
+
+  /// Opens the key again at `path` (a replugged hidraw key may come back under another number).
+  public func reopen(at path: String) throws(TokenError) {
+    closeDevice()
+    ref.path = path
     try open()
   }
 

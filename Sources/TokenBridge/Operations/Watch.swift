@@ -1,0 +1,310 @@
+import Foundation
+import TokenDevices
+import UAFCore
+
+/// One line of `tokenbridge watch`.
+public struct WatchEvent: Encodable, Sendable, Equatable {
+  public enum Kind: String, Encodable, Sendable {
+    /// A token present when the watch started.
+    case present
+    case added
+    case removed
+    /// A token's interfaces changed (e.g. the second interface of a composite device came late).
+    case changed
+    /// A card the watch could not identify (no PIV application, or it did not answer).
+    case unusable
+    case readerAdded = "reader-added"
+    case readerRemoved = "reader-removed"
+    /// pcscd went away; the watch waits for it (event-driven) and says so once.
+    case pcscdUnavailable = "pcscd-unavailable"
+    case pcscdBack = "pcscd-back"
+  }
+
+  public var event: Kind
+  /// The physical token's id: one of `ids` (the PIV card's when there is one, as it is stable across replugs),
+  /// the same for every interface of one USB device.
+  public var token: String?
+  /// Every id `tokens` prints for it (one per interface; `--token` takes any).
+  public var ids: [String]?
+  public var capabilities: [String]?
+  /// The USB device (`USBIdentity.key`), when the token is on USB.
+  public var device: String?
+  /// The reader (PC/SC) or the device node.
+  public var source: String?
+  public var detail: String?
+
+  /// The human line.
+  public var line: String {
+    var parts = [event.rawValue]
+    if let token { parts.append(token) }
+    if let caps = capabilities, !caps.isEmpty { parts.append("capabilities=" + caps.joined(separator: ",")) }
+    if let ids, ids.count > 1 { parts.append("ids=" + ids.joined(separator: ",")) }
+    if let device { parts.append("device=" + device) }
+    if let source { parts.append("source=\"\(UntrustedText.displayable(source))\"") }
+    if let detail { parts.append("(\(detail))") }
+    return parts.joined(separator: " ")
+  }
+}
+
+/// `tokenbridge watch`: PC/SC reader and card events (`SCardGetStatusChange`, pcscd restarts survived), USB
+/// hotplug (libusb) and FIDO2 device nodes (inotify), folded into one event per physical token: the interfaces
+/// of one USB device (CCID + FIDO HID) are one token, announced once when both are there (or after
+/// `settleSeconds`), removed once.
+public final class TokenWatch: @unchecked Sendable {
+  enum Input {
+    case pcsc(PCSCEvent)
+    case node(FIDONodeEvent)
+    case usb(USBHotplugEvent)
+  }
+
+  struct Interface {
+    var id: String
+    var capability: String
+    var usbKey: String?
+    var busPath: String? = nil
+    /// What the USB device's interfaces promise (sysfs): CCID → piv, HID → fido2.
+    var expected: Set<String> = []
+  }
+
+  static func expected(_ usb: USBIdentity?) -> Set<String> {
+    guard let usb else { return [] }
+    var out: Set<String> = []
+    if usb.interfaceClasses.contains("0b") { out.insert("piv") }
+    if usb.interfaceClasses.contains("03") { out.insert("fido2") }
+    return out
+  }
+
+  struct Group {
+    var interfaces: [String: Interface] = [:]  // by source (reader name or node path)
+    var token: String?
+    var emittedIDs: [String]?
+    var device: String?
+    /// sysfs name of the USB device (`1-1`), when known.
+    var busPath: String?
+    /// An announced token lost an interface: wait until then for the rest of the device to go (one `removed`)
+    /// before reporting it as `changed`.
+    var lossDeadline: DispatchTime?
+    /// Capabilities the USB device's interfaces promise (CCID → piv, HID → fido2).
+    var expected: Set<String> = []
+    var deadline: DispatchTime = .now()
+    var ids: [String] { Set(interfaces.values.map(\.id)).sorted() }
+    var capabilities: [String] { Set(interfaces.values.map(\.capability)).sorted() }
+    /// The PIV card's id when there is one (stable across replugs), else the first id.
+    var preferredID: String? { ids.first { $0.hasPrefix("piv-") } ?? ids.first }
+  }
+
+  /// How long a USB device's first interface waits for its others before the token is announced anyway (pcscd
+  /// lists a CCID interface's reader after udev and libccid had it: seconds in a slow VM).
+  public var settleSeconds = 10.0
+  /// How long an announced token that lost one interface waits for the rest of its USB device to go (the kernel
+  /// removes the hidraw node before the device; pcscd and libusb hear of it through udev, later).
+  public var departureSeconds = 3.0
+  /// How USB hotplug is followed ("libusb"), or why it is not.
+  public private(set) var hotplug: String
+  public var sys = "/sys"
+
+  private let lock = NSLock()
+  private var inputs: [Input] = []
+  private let pending = DispatchSemaphore(value: 0)
+  private var stopped = false
+
+  let pcsc: PCSCWatcher
+  let nodes: FIDONodeEvents
+  let usb: USBHotplug?
+
+  var groups: [String: Group] = [:]
+  /// USB devices seen arriving: bus path → key.
+  var usbDevices: [String: String] = [:]
+
+  public init(virtualFIDO2Paths: [String]? = nil) {
+    // Watchers first, then the state: nothing that happens in between is lost.
+    var usbProblem: String?
+    var hotplug: USBHotplug?
+    do { hotplug = try USBHotplug() } catch { usbProblem = "\(error)" }
+    usb = hotplug
+    self.hotplug = usbProblem.map { "none (libusb: \($0))" } ?? "libusb"
+    pcsc = PCSCWatcher()
+    nodes = FIDONodeEvents(virtualPaths: virtualFIDO2Paths)
+  }
+
+  /// Whether pcscd was reachable at the start.
+  public var pcscAvailable: Bool { pcsc.available }
+
+  func push(_ input: Input) {
+    lock.withLock { inputs.append(input) }
+    pending.signal()
+  }
+
+  /// Ends `run` (from a signal handler's queue, or a test).
+  public func stop() {
+    lock.withLock { stopped = true }
+    pending.signal()
+  }
+
+  /// Reports the tokens present (`present`), then every change, until `stop`. `emit` runs on the calling thread.
+  public func run(_ emit: (WatchEvent) -> Void) {
+    for reader in pcsc.cards { cardInserted(reader, emit) }
+    for path in nodes.initial { nodeAdded(path) }
+    for key in groups.keys.sorted() {
+      guard var g = groups[key], let token = g.preferredID else { continue }
+      g.token = token
+      g.emittedIDs = g.ids
+      groups[key] = g
+      emit(event(.present, g))
+    }
+    pcsc.start { [self] e in push(.pcsc(e)) }
+    nodes.start { [self] e in push(.node(e)) }
+    if let usb {
+      do { try usb.start { [self] e in push(.usb(e)) } } catch { hotplug = "none (libusb: \(error))" }
+    }
+    defer {
+      pcsc.stop()
+      nodes.stop()
+      usb?.stop()
+    }
+    while true {
+      let next = groups.values.compactMap { $0.token == nil ? $0.deadline : $0.lossDeadline }.min()
+      if let next { _ = pending.wait(timeout: next) } else { pending.wait() }
+      let (batch, done) = lock.withLock { () -> ([Input], Bool) in
+        defer { inputs.removeAll() }
+        return (inputs, stopped)
+      }
+      if done { return }
+      for input in batch { handle(input, emit) }
+      settle(emit)
+    }
+  }
+
+  /// TOKENBRIDGE_WATCH_DEBUG=1: every raw input on stderr (what PC/SC, inotify and libusb reported, and when).
+  let debug = ProcessInfo.processInfo.environment["TOKENBRIDGE_WATCH_DEBUG"] == "1"
+
+  func handle(_ input: Input, _ emit: (WatchEvent) -> Void) {
+    if debug {
+      FileHandle.standardError.write(Data("watch: \(DispatchTime.now().uptimeNanoseconds / 1_000_000) \(input)\n".utf8))
+    }
+    switch input {
+    case .pcsc(.cardInserted(let reader)): cardInserted(reader, emit)
+    case .pcsc(.cardRemoved(let reader)): removeInterface(source: reader)
+    case .pcsc(.readerAdded(let reader)):
+      // A USB device's reader is listed: its card follows; the token waits for it (bounded) from now.
+      if let key = USBIdentity.forReader(reader, sys: sys)?.key, groups[key]?.token == nil {
+        groups[key]?.deadline = .now() + settleSeconds
+      }
+      emit(WatchEvent(event: .readerAdded, source: reader))
+    case .pcsc(.readerRemoved(let reader)): emit(WatchEvent(event: .readerRemoved, source: reader))
+    case .pcsc(.serviceLost):
+      emit(WatchEvent(event: .pcscdUnavailable, detail: "waiting for pcscd to come back"))
+    case .pcsc(.serviceBack): emit(WatchEvent(event: .pcscdBack))
+    case .node(.added(let path)): nodeAdded(path)
+    case .node(.changed): break
+    case .node(.removed(let path)): removeInterface(source: path)
+    case .usb(let e): usbEvent(e, emit)
+    }
+  }
+
+  func cardInserted(_ reader: String, _ emit: (WatchEvent) -> Void) {
+    let info: TokenInfo
+    do { info = try TokenDiscovery.identifyCard(in: reader) } catch {
+      emit(WatchEvent(event: .unusable, source: reader, detail: ErrorReport.unusable(error)))
+      return
+    }
+    let usb = USBIdentity.forReader(reader, sys: sys)
+    if let usb { usbDevices[usb.busPath] = usb.key }
+    add(
+      Interface(id: info.id, capability: "piv", usbKey: usb?.key, busPath: usb?.busPath, expected: Self.expected(usb)),
+      source: reader)
+  }
+
+  func nodeAdded(_ path: String) {
+    let name = (path as NSString).lastPathComponent
+    let usb = name.hasPrefix("hidraw") && path.hasPrefix("/dev/") ? try? USBIdentity.of(name, sys: sys) : nil
+    if let usb { usbDevices[usb.busPath] = usb.key }
+    add(
+      Interface(
+        id: TokenDiscovery.fido2ID(path: path), capability: "fido2", usbKey: usb?.key, busPath: usb?.busPath,
+        expected: Self.expected(usb)),
+      source: path)
+  }
+
+  func add(_ interface: Interface, source: String) {
+    let key = interface.usbKey ?? "id:" + interface.id
+    var g = groups[key] ?? Group(device: interface.usbKey, deadline: .now() + settleSeconds)
+    g.interfaces[source] = interface
+    g.busPath = g.busPath ?? interface.busPath
+    g.expected.formUnion(interface.expected)
+    groups[key] = g
+  }
+
+  func removeInterface(source: String) {
+    for key in groups.keys where groups[key]?.interfaces[source] != nil {
+      groups[key]?.interfaces[source] = nil
+    }
+  }
+
+  func usbEvent(_ e: USBHotplugEvent, _ emit: (WatchEvent) -> Void) {
+    if e.arrived {
+      guard e.isTokenCandidate else { return }
+      let key =
+        (try? USBIdentity.of(e.busPath, sys: sys))?.key
+        ?? String(format: "usb-%04x-%04x-port-%@", e.vendorID, e.productID, e.busPath)
+      usbDevices[e.busPath] = key
+      var g = groups[key] ?? Group(device: key, deadline: .now() + settleSeconds)
+      g.busPath = e.busPath
+      if e.interfaceClasses.contains(0x0B) { g.expected.insert("piv") }
+      if e.interfaceClasses.contains(0x03) { g.expected.insert("fido2") }
+      groups[key] = g
+      return
+    }
+    // The device left: its token goes at once, in one event, whatever its interfaces report later.
+    guard let key = usbDevices.removeValue(forKey: e.busPath), let g = groups.removeValue(forKey: key) else { return }
+    if g.token != nil { emit(event(.removed, g, ids: g.emittedIDs)) }
+  }
+
+  /// Announces groups that are complete (or waited long enough), reports changed and emptied ones.
+  func settle(_ emit: (WatchEvent) -> Void) {
+    let now = DispatchTime.now()
+    for key in groups.keys.sorted() {
+      guard var g = groups[key] else { continue }
+      if g.token == nil {
+        let complete = !g.interfaces.isEmpty && g.expected.isSubset(of: Set(g.capabilities))
+        if complete || now >= g.deadline {
+          if let token = g.preferredID {
+            g.token = token
+            g.emittedIDs = g.ids
+            groups[key] = g
+            emit(event(.added, g))
+          } else {
+            groups[key] = nil  // a USB device that brought no token (e.g. a keyboard)
+          }
+        }
+        continue
+      }
+      let lost = g.emittedIDs.map { !Set($0).isSubset(of: Set(g.ids)) } ?? false
+      if g.interfaces.isEmpty || (lost && usbGone(g)) {
+        groups[key] = nil
+        emit(event(.removed, g, ids: g.emittedIDs))
+      } else if lost, g.device != nil, g.lossDeadline == nil || now < g.lossDeadline! {
+        // Part of a USB device went: the rest is probably going too; one `removed` then, not `changed` first.
+        if g.lossDeadline == nil { groups[key]?.lossDeadline = now + departureSeconds }
+      } else if g.ids != g.emittedIDs {
+        g.emittedIDs = g.ids
+        g.lossDeadline = nil
+        groups[key] = g
+        emit(event(.changed, g))
+      }
+    }
+  }
+
+  /// The group's USB device is gone from sysfs (unplugged).
+  func usbGone(_ g: Group) -> Bool {
+    guard let bus = g.busPath else { return false }
+    return !FileManager.default.fileExists(atPath: "\(sys)/bus/usb/devices/\(bus)")
+  }
+
+  func event(_ kind: WatchEvent.Kind, _ g: Group, ids: [String]? = nil) -> WatchEvent {
+    let sources = g.interfaces.keys.sorted()
+    return WatchEvent(
+      event: kind, token: g.token, ids: ids ?? g.ids, capabilities: kind == .removed ? nil : g.capabilities,
+      device: g.device, source: kind == .removed || sources.isEmpty ? nil : sources.joined(separator: "; "))
+  }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import TokenDevices
+
+/// `--wait`: a command that needs a token and finds none waits for one (PC/SC card or reader events, pcscd coming
+/// back, FIDO2 device nodes: `TokenArrival`, no polling) instead of failing, up to `seconds`; then it fails as
+/// timed out (exit 14). Without it a command fails at once, as before (scripts rely on that).
+public struct TokenWait: Sendable {
+  public var seconds: Double
+  /// Told once, when the wait begins ("insert your token").
+  public var insertToken: @Sendable (_ id: String?) -> Void
+  /// Told when a token arrived and the command goes on.
+  public var arrived: @Sendable () -> Void
+
+  public init(
+    seconds: Double, insertToken: @escaping @Sendable (String?) -> Void, arrived: @escaping @Sendable () -> Void = {}
+  ) {
+    self.seconds = seconds
+    self.insertToken = insertToken
+    self.arrived = arrived
+  }
+
+  /// Errors that mean "the token is not here (yet)": worth waiting for an arrival.
+  static func isAbsence(_ e: OperationError) -> Bool {
+    switch e {
+    case .noToken, .tokenNotFound: true
+    case .token(.smartCard(.serviceUnavailable)), .token(.smartCard(.noReaders)): true
+    default: false
+    }
+  }
+
+  /// Runs `attempt` (a discovery); while it fails for want of a token, waits for one to arrive and runs it again.
+  func retrying<T>(id: String?, _ attempt: () throws(OperationError) -> T) throws(OperationError) -> T {
+    let deadline = DispatchTime.now() + seconds
+    var told = false
+    while true {
+      let arrival = TokenArrival()  // before the attempt: an arrival while it runs is not missed
+      do {
+        let found = try attempt()
+        if told { arrived() }
+        return found
+      } catch {
+        guard Self.isAbsence(error) else { throw error }
+        if !told {
+          insertToken(id)
+          told = true
+        }
+        guard arrival.wait(until: deadline) else { throw .timedOut }
+      }
+    }
+  }
+}
+
+extension Optional where Wrapped == TokenWait {
+  /// `attempt` once (no wait asked), or retried as `TokenWait.retrying` says.
+  func run<T>(id: String?, _ attempt: () throws(OperationError) -> T) throws(OperationError) -> T {
+    guard let wait = self else { return try attempt() }
+    return try wait.retrying(id: id, attempt)
+  }
+}
