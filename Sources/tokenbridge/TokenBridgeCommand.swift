@@ -84,9 +84,10 @@ struct GlobalOptions: ParsableArguments {
       pinentryProgram: named ?? config.pinentry)
   }
 
-  /// PIV commands (keys): FIDO2 keys are not even enumerated.
+  /// PIV commands (keys): FIDO2 keys are not even enumerated. With --pin-fd no prompt shows a card's version
+  /// or its PIN's maximum, so discovery does not read them.
   func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
-    TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2)
+    TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2, details: pinFd == nil)
   }
 
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.

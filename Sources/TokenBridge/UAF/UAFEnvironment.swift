@@ -36,11 +36,14 @@ public struct UAFEnvironment {
   }
 
   /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
-  public func tokens(id: String?, trace: TraceSink?, touchCue: @escaping (TokenInfo) -> Void) throws(OperationError)
-    -> UAFTokens
-  {
+  /// `details: false` when no prompt will show a PIV card's version or its PIN's maximum (`--pin-fd`).
+  public func tokens(
+    id: String?, trace: TraceSink?, details: Bool = true, touchCue: @escaping (TokenInfo) -> Void
+  ) throws(OperationError) -> UAFTokens {
     let result: DiscoveryResult
     var discovery = TokenDiscovery(trace: trace, includePUK: false)
+    discovery.details = details
+    discovery.onlyID = id  // the other tokens are not asked for their tries (nor FIDO2 keys opened)
     discovery.holdCards = true  // one SELECT and one read of the tries per command (HardwareNotes.md)
     do { result = try discovery.discover() } catch { throw .token(error) }
     for k in result.fido2Found {
