@@ -65,7 +65,7 @@ def bench(name, ours, peer):
         max_req = pa if max_req is None else max_req
         met = oa <= max_req and ot / pt <= max_ratio
         print(f"FIDO2 {name}\t{ot * 1000:.1f} ms\t{pt * 1000:.1f} ms\t{ot / pt:.2f}\tCTAPHID {oa:.0f} vs {pa:.0f}\t"
-              f"<= {max_req:.0f} requests, <= {max_ratio:.2f}x\t{'yes' if met else 'no'}")
+              f"<= {max_req:.0f} requests (INIT incl.), <= {max_ratio:.2f}x\t{'yes' if met else 'no'}")
         return
     print(f"{name:<28} CTAPHID {oa:>3.0f} vs {pa:>3.0f} (ratio {oa / pa:4.2f})   "
           f"median {ot * 1000:6.1f} ms vs {pt * 1000:6.1f} ms (ratio {ot / pt:4.2f})")

@@ -196,7 +196,7 @@ public final class LocalData: Sendable {
           SELECT username, server FROM authenticator WHERE state = ?
           GROUP BY username, server ORDER BY MIN(createdAt), MIN(rowid)
           """, arguments: [AuthenticatorRecord.State.registered.rawValue]
-      ).map { Account(username: $0["username"], server: $0["server"]) }
+      ).map { Account(username: $0[0], server: $0[1]) }  // by position: a name lookup per row costs more
     }
   }
 
