@@ -90,9 +90,10 @@ struct GlobalOptions: ParsableArguments {
       pinentryProgram: named ?? config.pinentry)
   }
 
-  /// PIV commands (keys): FIDO2 keys are not even enumerated.
+  /// PIV commands (keys): FIDO2 keys are not even enumerated. With --pin-fd no prompt shows a card's version
+  /// or its PIN's maximum, so discovery does not read them.
   func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
-    var s = TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2)
+    var s = TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2, details: pinFd == nil)
     s.wait = tokenWait
     return s
   }

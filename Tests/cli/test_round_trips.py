@@ -5,12 +5,14 @@ import os
 import pytest
 
 from conftest import TOKENBRIDGE, wait_until  # noqa: F401
+from fido2_conn import Key
 from test_uaf import home, rp, tb  # noqa: F401 (fixtures)
 
 LOG = os.path.join(os.environ.get("TB_RUN_DIR", "/nonexistent"), "pcscd.log")
 
 SELECT, VERSION, SERIAL = "A4", "FD", "F8"
-PIN_METADATA = "F7 80"  # GET METADATA for the PIN: its tries, without spending one
+PIN_METADATA = "F7 80"  # GET METADATA for the PIN: its tries, maximum and default flag, without spending one
+TRIES = "20 80 -"  # VERIFY without data (SP 800-73-4 §3.2.1): 63Cx, the tries left, without spending one
 VERIFY, CHANGE, SIGN = "20 80", "24 80", "87"
 
 
@@ -43,7 +45,7 @@ def apdus():
             for h in apdu_lines()[self.start:]:
                 ins = h[1]
                 if ins in ("20", "24", "2C", "F7"):
-                    out.append(f"{ins} {h[3]}")
+                    out.append(f"{ins} {h[3]}" + (" -" if ins == "20" and len(h) == 4 else ""))
                 elif ins == "CB" and len(h) > 7:  # GET DATA: the object's tag from 5C
                     out.append(f"CB {''.join(h[7:7 + int(h[6], 16)])}")
                 else:
@@ -70,8 +72,9 @@ def test_verify_and_sign_select_once_and_read_the_tries_once(signing_key, home, 
     apdus.mark()
     r = sign(home, tmp_path, ["123456"])
     assert r.returncode == 0, r.stderr
-    # The tries are read once, before the VERIFY, in the one transaction the command holds.
-    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA, VERIFY, SIGN]
+    # A script's run (--pin-fd) shows the token's id and its tries left, nothing more: GET SERIAL names the
+    # card, the empty VERIFY gives the tries (no GET VERSION to learn whether GET METADATA exists).
+    assert apdus.since() == [SELECT, SERIAL, TRIES, VERIFY, SIGN]
 
 
 def test_a_wrong_pin_answer_gives_the_next_count(signing_key, home, apdus, tmp_path):  # noqa: F811
@@ -79,15 +82,36 @@ def test_a_wrong_pin_answer_gives_the_next_count(signing_key, home, apdus, tmp_p
     r = sign(home, tmp_path, ["000000", "123456"])
     assert r.returncode == 0, r.stderr
     assert "2 tries left" in r.stderr
-    # 63C2 from the wrong VERIFY is the count before the second attempt: no second GET METADATA.
-    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA, VERIFY, VERIFY, SIGN]
+    # 63C2 from the wrong VERIFY is the count before the second attempt: no second read of the tries.
+    assert apdus.since() == [SELECT, SERIAL, TRIES, VERIFY, VERIFY, SIGN]
 
 
 def test_pin_change_select_once_and_read_the_tries_once(card, home, apdus):  # noqa: F811
     apdus.mark()
     r = tb(home, "pin", "change", pins=["123456", "24681357"])
     assert r.returncode == 0, r.stderr
-    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA, CHANGE]
+    assert apdus.since() == [SELECT, SERIAL, TRIES, CHANGE]
+
+
+def test_pin_status_reads_what_it_shows(card, home, apdus):  # noqa: F811
+    apdus.mark()
+    r = tb(home, "pin", "status")
+    assert r.returncode == 0, r.stderr
+    assert "YubiKey 5.4.3 (piv-5000000)" in r.stdout and "PIN: 3 tries left (of 3)" in r.stdout
+    # The name shows the version, the tries line the maximum and the default flag: GET VERSION, GET METADATA.
+    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA]
+
+
+def test_a_named_token_leaves_the_other_cards_tries_alone(cards, home, apdus, tmp_path):  # noqa: F811
+    cards(slot=0)
+    second = cards(slot=1)
+    apdus.mark()
+    r = tb(home, "pin", "change", "--token", second.id, pins=["123456", "24681357"])
+    assert r.returncode == 0, r.stderr
+    # The first card is asked who it is (it is not the one) and nothing else. (Cards are probed in parallel:
+    # their APDUs interleave in pcscd's log, so the probes are compared as a multiset.)
+    sent = apdus.since()
+    assert sorted(sent[:-1]) == sorted([SELECT, SERIAL, SELECT, SERIAL, TRIES]) and sent[-1] == CHANGE, sent
 
 
 def test_uaf_authentication_sends_nothing_twice(card, rp, home, apdus):  # noqa: F811
@@ -99,4 +123,73 @@ def test_uaf_authentication_sends_nothing_twice(card, rp, home, apdus):  # noqa:
     assert r.returncode == 0, r.stderr
     sent = apdus.since()
     assert len(sent) == len(set(sent)), f"an APDU sent twice: {sent}"
-    assert sent == [SELECT, VERSION, SERIAL, PIN_METADATA, VERIFY, SIGN]
+    # The serial binds the registration to this card (its records carry the token id).
+    assert sent == [SELECT, SERIAL, TRIES, VERIFY, SIGN]
+
+
+# FIDO2: CTAPHID requests as the virtual key logs them (`virtual-token fido2 --log-requests`), one entry per
+# request: "INIT", or the CTAP command inside CBOR (and CLIENT_PIN for each authenticatorClientPIN subcommand).
+INIT, GET_INFO, CLIENT_PIN, GET_ASSERTION = "INIT", "getInfo", "clientPIN", "getAssertion"
+CTAP_NAMES = {"0x86": INIT, "0x04": GET_INFO, "0x06": CLIENT_PIN, "0x02": GET_ASSERTION, "0x01": "makeCredential"}
+
+
+@pytest.fixture
+def fido_key(tmp_path, home):  # noqa: F811
+    key = Key(tmp_path, "--log-requests")
+    env = dict(home, TOKENBRIDGE_VIRTUAL_FIDO=key.sock)
+    assert tb(env, "pin", "set", pins=["11111111"]).returncode == 0
+
+    class Requests:
+        start = 0
+
+        def lines(self):
+            with open(key.sock + ".log", errors="replace") as f:
+                return [line for line in f if "request cmd=" in line]
+
+        def mark(self):
+            self.start = len(self.lines())
+
+        def since(self):
+            out = []
+            for line in self.lines()[self.start:]:
+                cmd = line.split("request cmd=", 1)[1].split()
+                out.append(CTAP_NAMES.get(cmd[1].split("=")[1] if len(cmd) > 1 else cmd[0], " ".join(cmd)))
+            return out
+
+    yield env, Requests()
+    key.stop()
+
+
+def test_fido2_assertion_reads_getinfo_once_and_agrees_a_key_once(fido_key, rp):  # noqa: F811
+    env, requests = fido_key
+    server = rp()
+    r = tb(env, "register", "--username", "alice", "--server", server.url, pins=["11111111"])
+    assert r.returncode == 0, r.stderr
+    requests.mark()
+    r = tb(env, "authenticate", "--username", "alice", "--server", server.url, pins=["11111111"])
+    assert r.returncode == 0, r.stderr
+    # libfido2 opens with INIT and getInfo (what it keeps is enough: no second getInfo); the PIN tries are read
+    # before the PIN is tried (getPINRetries); then getKeyAgreement and getPinUvAuthToken, whose shared secret
+    # also carries the hmac-secret salt, and the assertion: 5 requests after INIT.
+    assert requests.since() == [INIT, GET_INFO, CLIENT_PIN, CLIENT_PIN, CLIENT_PIN, GET_ASSERTION]
+
+
+def test_fido2_assertion_without_getinfo_still_names_a_forced_pin_change(tmp_path, rp, home):  # noqa: F811
+    """The assertion no longer reads getInfo itself, so forcePINChange (getInfo 0x0C) is not known before the
+    PIN is tried: the key's refusal of the PIN token (CTAP2_ERR_PIN_POLICY_VIOLATION) is asked about then, and
+    the command still ends with "change the PIN first" (exit 16), not a format error."""
+    key = Key(tmp_path)
+    env = dict(home, TOKENBRIDGE_VIRTUAL_FIDO=key.sock)
+    server = rp()
+    try:
+        assert tb(env, "pin", "set", pins=["11111111"]).returncode == 0
+        r = tb(env, "register", "--username", "alice", "--server", server.url, pins=["11111111"])
+        assert r.returncode == 0, r.stderr
+        key.stop()
+        os.path.exists(key.sock) and os.unlink(key.sock)
+        key.args = ("--force-pin-change",)
+        key.start()
+        r = tb(env, "authenticate", "--username", "alice", "--server", server.url, pins=["11111111"])
+        assert r.returncode == 16 and "pin change" in r.stderr, (r.returncode, r.stderr)
+    finally:
+        key.stop()

@@ -6,7 +6,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "cli"))
-ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+ROWS = "--rows" in sys.argv  # only TSV table rows (Tools/bench/all): path ours peer ratio counts goal met
+_args = [a for a in sys.argv[1:] if a != "--rows"]
+ROUNDS = int(_args[0]) if _args else 10
+# The goals of issue 12: CTAPHID requests including the one INIT (None: no more than the peer), wall-time ratio.
+GOALS = {"pin change": (None, 1.0), "assertion with PIN (+hmac)": (5, 0.5)}
 BIN = os.environ["TB_BIN"]
 RUN = os.environ["TB_RUN_DIR"]
 SOCK, LOG = f"{RUN}/bench-fido.sock", f"{RUN}/bench-fido.log"
@@ -56,11 +60,19 @@ def bench(name, ours, peer):
         p.append(peer(i))
     ot, pt = statistics.median(x[0] for x in o), statistics.median(x[0] for x in p)
     oa, pa = statistics.median(x[1] for x in o), statistics.median(x[1] for x in p)
+    if ROWS:
+        max_req, max_ratio = GOALS[name]
+        max_req = pa if max_req is None else max_req
+        met = oa <= max_req and ot / pt <= max_ratio
+        print(f"FIDO2 {name}\t{ot * 1000:.1f} ms\t{pt * 1000:.1f} ms\t{ot / pt:.2f}\tCTAPHID {oa:.0f} vs {pa:.0f}\t"
+              f"<= {max_req:.0f} requests (INIT incl.), <= {max_ratio:.2f}x\t{'yes' if met else 'no'}")
+        return
     print(f"{name:<28} CTAPHID {oa:>3.0f} vs {pa:>3.0f} (ratio {oa / pa:4.2f})   "
           f"median {ot * 1000:6.1f} ms vs {pt * 1000:6.1f} ms (ratio {ot / pt:4.2f})")
 
 
-print(f"tokenbridge vs python-fido2, {ROUNDS} rounds each, one virtual FIDO2 key (each a new process)")
+if not ROWS:
+    print(f"tokenbridge vs python-fido2, {ROUNDS} rounds each, one virtual FIDO2 key (each a new process)")
 run([f"{BIN}/tokenbridge", "pin", "set"], ["11111111"])
 PINS = ["11111111", "22222222"]  # tokenbridge changes 1→2, python-fido2 2→1, each round
 bench("pin change",
@@ -96,7 +108,8 @@ r = c.get_assertion({{"rpId": "example.com", "challenge": os.urandom(32), "userV
     "allowCredentials": [{{"type": "public-key", "id": cid}}], "extensions": {{"hmacGetSecret": {{"salt1": os.urandom(32)}}}}}})
 assert r.get_response(0).client_extension_results["hmacGetSecret"]["output1"]
 """]))
-print("tokenbridge's assertion time includes its two HTTP round trips to the reference RP and the UAF signature;")
-print("python-fido2's includes only the key. Both include process start (Python imports, Swift runtime).")
-print("CTAPHID counts every request the key received (INIT, CBOR, ...). Ratio < 1: tokenbridge is cheaper.")
+if not ROWS:
+    print("tokenbridge's assertion time includes its two HTTP round trips to the reference RP and the UAF signature;")
+    print("python-fido2's includes only the key. Both include process start (Python imports, Swift runtime).")
+    print("CTAPHID counts every request the key received (INIT, CBOR, ...). Ratio < 1: tokenbridge is cheaper.")
 key.terminate()

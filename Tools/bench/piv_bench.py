@@ -5,7 +5,11 @@ import subprocess
 import sys
 import time
 
-ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+ROWS = "--rows" in sys.argv  # only TSV table rows (Tools/bench/all): path ours peer ratio counts goal met
+_args = [a for a in sys.argv[1:] if a != "--rows"]
+ROUNDS = int(_args[0]) if _args else 15
+# The goals of issue 12: APDUs (None: no more than the peer) and wall time as a ratio to yubico-piv-tool.
+GOALS = {"pin status": (None, 1.0), "verify + sign (9a)": (4, 1.0), "pin change": (3, 1.0)}
 TB = os.path.join(os.environ["TB_BIN"], "tokenbridge")
 LOG = os.path.join(os.environ["TB_RUN_DIR"], "pcscd.log")
 READER = ["-r", "Virtual PCD 00 00"]
@@ -51,11 +55,19 @@ def bench(name, ours, peer):
         p_a.append(a)
     mo, mp = statistics.median(o_t), statistics.median(p_t)
     ao, ap = statistics.median(o_a), statistics.median(p_a)
+    if ROWS:
+        max_apdus, max_ratio = GOALS[name]
+        max_apdus = ap if max_apdus is None else max_apdus
+        met = ao <= max_apdus and mo / mp <= max_ratio
+        print(f"PIV {name}\t{mo * 1000:.1f} ms\t{mp * 1000:.1f} ms\t{mo / mp:.2f}\tAPDUs {ao:.0f} vs {ap:.0f}\t"
+              f"<= {max_apdus:.0f} APDUs, <= {max_ratio:.2f}x\t{'yes' if met else 'no'}")
+        return
     print(f"{name:<22} APDUs {ao:>4.0f} vs {ap:>4.0f} (ratio {ao / ap:4.2f})   "
           f"median {mo * 1000:6.1f} ms vs {mp * 1000:6.1f} ms (ratio {mo / mp:4.2f})")
 
 
-print(f"tokenbridge vs yubico-piv-tool, {ROUNDS} interleaved rounds each, one virtual card, pcscd -a")
+if not ROWS:
+    print(f"tokenbridge vs yubico-piv-tool, {ROUNDS} interleaved rounds each, one virtual card, pcscd -a")
 pub = subprocess.run([TB, "key", "generate", "--slot", "9a", "--force"], check=True, capture_output=True).stdout
 # yubico-piv-tool 2.2.0 has no plain "sign" action; its "test-signature" signs with the slot and checks the
 # signature against a certificate (read from -i) for the slot's key, so make one (for our public key, signed by a throwaway key).
@@ -80,5 +92,6 @@ PINS = ["123456", "24681357"]
 bench("pin change",
       lambda i: run([TB, "pin", "change"], [PINS[0], PINS[1]]),
       lambda i: run(["yubico-piv-tool", *READER, "-a", "change-pin", "-P", PINS[1], "-N", PINS[0]]))
-print("APDUs include each tool's discovery (SELECT, version, serial, ...); yubico-piv-tool's test-signature")
-print("also reads the slot certificate. Ratio < 1: tokenbridge is cheaper. Wall time includes process start.")
+if not ROWS:
+    print("APDUs include each tool's discovery (SELECT, version, serial, ...); yubico-piv-tool's test-signature")
+    print("also reads the slot certificate. Ratio < 1: tokenbridge is cheaper. Wall time includes process start.")

@@ -37,10 +37,11 @@ public struct PinVerification {
     on token: DiscoveredToken, verifier: PinUserVerifier, _ body: (Secret) throws(TokenError) -> T
   ) throws(OperationError) -> T {
     let session = token.session
+    let detailed = token.detailed
     let engine = PinAttempts(
       token: token.info, kind: .pin, known: token.info.pin,
       readStatus: { () throws(TokenError) in
-        try session.pinStatus(.pin)
+        try session.pinStatus(.pin, detailed: detailed)
       })
     return try engine.run(
       ask: { round in try verifier.providePin(context(token.info, round)) },
@@ -48,7 +49,7 @@ public struct PinVerification {
       confirmLast: { round in try verifier.confirmLastAttempt(context(token.info, round)) },
       attempt: { (pin, confirmed) throws(TokenError) -> T? in
         try session.transact { () throws(TokenError) -> T? in
-          let now = try session.pinStatus(.pin)
+          let now = try session.pinStatus(.pin, detailed: false)  // the tries are all this check needs
           if now.isBlocked { throw .pinBlocked(.pin) }
           if now.retriesLeft == 1 && !confirmed { return nil }
           try session.verifyPIN(pin.bytes)

@@ -105,7 +105,7 @@ public struct PasswordChange {
 
   /// getInfo as discovery read it a moment ago (read again only if missing).
   func fido2Info(_ token: DiscoveredFIDO2) throws(OperationError) -> FIDO2Info {
-    if let info = token.info.fido2 { return info }
+    if let info = token.info.fido2, info.isComplete { return info }
     do { return try token.session.info() } catch { throw .token(error) }
   }
 

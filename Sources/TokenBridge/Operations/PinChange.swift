@@ -17,6 +17,7 @@ public struct PinChange {
 
   public func run(on token: DiscoveredToken, changer: PinChanger) throws(OperationError) {
     let session = token.session
+    let detailed = token.detailed
     let kind = operation.authorizing
     let operation = self.operation
     guard operation != .setPIN else {
@@ -24,7 +25,7 @@ public struct PinChange {
     }
     let engine = PinAttempts(
       token: token.info, kind: kind, known: kind == .pin ? token.info.pin : token.info.puk,
-      readStatus: { () throws(TokenError) in try session.pinStatus(kind) })
+      readStatus: { () throws(TokenError) in try session.pinStatus(kind, detailed: detailed) })
     let policy = self.policy
     let _: Bool = try engine.run(
       ask: { round in try changer.providePins(context(token.info, round)) },
@@ -39,7 +40,7 @@ public struct PinChange {
       attempt: { (answer, confirmed) throws(TokenError) -> Bool? in
         try session.transact { () throws(TokenError) -> Bool? in
           // Tries may have been spent by another program since the prompt: read them again first.
-          let now = try session.pinStatus(kind)
+          let now = try session.pinStatus(kind, detailed: false)  // the tries are all this check needs
           if now.isBlocked { throw .pinBlocked(kind) }
           if now.retriesLeft == 1 && !confirmed { return nil }
           if operation == .unblockPIN {

@@ -6,8 +6,12 @@ public struct TokenSelection {
   /// `--wait`: no token (or not the named one) → wait for one to arrive instead of failing (WatchWait.swift).
   public var wait: TokenWait?
 
-  public init(trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true) {
+  /// `details: false` when nothing will show the token's firmware version or the PIN's maximum and default
+  /// flag (a script's run: `--pin-fd`): a lone PIV card then costs SELECT, GET SERIAL and an empty VERIFY
+  /// before the command's own APDUs (`TokenDiscovery.details`).
+  public init(trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true, details: Bool = true) {
     discovery = TokenDiscovery(trace: trace, includePUK: includePUK, includeFIDO2: includeFIDO2)
+    discovery.details = details
   }
 
   /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).
@@ -52,6 +56,7 @@ public struct TokenSelection {
   func chooseNow(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
     let result: DiscoveryResult
     var discovery = discovery
+    discovery.onlyID = id
     discovery.holdCards = true  // the chosen card is SELECTed once; the others are let go with `result`
     do { result = try discovery.discover() } catch { throw .token(error) }
     if let id {

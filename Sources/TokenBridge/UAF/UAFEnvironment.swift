@@ -36,22 +36,26 @@ public struct UAFEnvironment {
   }
 
   /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
+  /// `details: false` when no prompt will show a PIV card's version or its PIN's maximum (`--pin-fd`).
   public func tokens(
-    id: String?, trace: TraceSink?, wait: TokenWait? = nil, touchCue: @escaping (TokenInfo) -> Void
+    id: String?, trace: TraceSink?, details: Bool = true, wait: TokenWait? = nil,
+    touchCue: @escaping (TokenInfo) -> Void
   ) throws(OperationError) -> UAFTokens {
     try wait.run(id: id) { () throws(OperationError) in
-      let found = try tokensNow(id: id, trace: trace, touchCue: touchCue)
+      let found = try tokensNow(id: id, trace: trace, details: details, touchCue: touchCue)
       // Waiting: a command that needs a token needs at least one.
       if wait != nil && id == nil && found.infos.isEmpty { throw .noToken(readers: 0, emptyReaders: [], unusable: []) }
       return found
     }
   }
 
-  func tokensNow(id: String?, trace: TraceSink?, touchCue: @escaping (TokenInfo) -> Void) throws(OperationError)
-    -> UAFTokens
+  func tokensNow(id: String?, trace: TraceSink?, details: Bool, touchCue: @escaping (TokenInfo) -> Void)
+    throws(OperationError) -> UAFTokens
   {
     let result: DiscoveryResult
     var discovery = TokenDiscovery(trace: trace, includePUK: false)
+    discovery.details = details
+    discovery.onlyID = id  // the other tokens are not asked for their tries (nor FIDO2 keys opened)
     discovery.holdCards = true  // one SELECT and one read of the tries per command (HardwareNotes.md)
     do { result = try discovery.discover() } catch { throw .token(error) }
     for k in result.fido2Found {

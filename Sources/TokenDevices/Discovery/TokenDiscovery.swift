@@ -38,6 +38,9 @@ public struct DiscoveredFIDO2 {
 public struct DiscoveredToken {
   public let info: TokenInfo
   public let session: PIVSession
+  /// Discovery read the details (firmware version in the name, the PIN's maximum and default flag), not
+  /// just what identifies the card and its tries left (`TokenDiscovery.details`).
+  public var detailed = true
 }
 
 /// A reader's card or a FIDO2 key that discovery could not use, and why (e.g. `.noAnswer(operation: "open")`
@@ -53,6 +56,22 @@ public struct UnusableToken: Sendable, Equatable {
     self.id = id
     self.reader = reader
     self.reason = reason
+  }
+}
+
+/// Hands one probe's outcome from its thread to the thread that collects it. `@unchecked`: the value (a session,
+/// not `Sendable`) moves from the probing thread, which drops it after `put`, to the one `wait` returns it to.
+final class Handover<T>: @unchecked Sendable {
+  private let done = DispatchSemaphore(value: 0)
+  private let lock = NSLock()
+  private var value: T?
+  func put(_ v: T) {
+    lock.withLock { value = v }
+    done.signal()
+  }
+  func wait() -> T {
+    done.wait()
+    return lock.withLock { value! }
   }
 }
 
@@ -87,6 +106,12 @@ public struct TokenDiscovery {
 
   /// Virtual FIDO2 keys to probe; `nil`: those named in `TOKENBRIDGE_VIRTUAL_FIDO`.
   public var virtualFIDO2Paths: [String]?
+
+  /// Read what a listing or a prompt shows besides the id and the tries left: the firmware version (GET
+  /// VERSION, for the name "YubiKey 5.4.3") and the PIN's maximum and default flag (GET METADATA). Off, a lone
+  /// card costs SELECT, GET SERIAL and an empty VERIFY (its tries): what a command run from a script needs.
+  /// The version is read anyway when several tokens are present (a choice shows their names).
+  public var details = true
 
   /// Keep each PIV card's discovery transaction until its session ends or `releaseCard()` (`PIVSession.holdsCard`):
   /// a command that goes on to use the card SELECTs it once and reads its PIN tries once. A listing leaves it off.
@@ -129,11 +154,12 @@ public struct TokenDiscovery {
   func startFIDO2Probes() -> [(ref: FIDO2DeviceRef, thread: Thread, outcome: ProbeOutcome)] {
     let deadlines = fido2Deadlines
     let tracing = trace != nil
+    let details = details
     let refs = FIDO2Session.list(virtualPaths: virtualFIDO2Paths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     return refs.map { ref in
       let outcome = ProbeOutcome()
       let thread = Thread {
-        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing))
+        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details))
       }
       thread.start()
       return (ref, thread, outcome)
@@ -171,15 +197,25 @@ public struct TokenDiscovery {
     }
   }
 
-  static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool) -> (FIDO2Probe, [String]) {
+  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2) and reads its PIN tries. With `details` also
+  /// our own getInfo (extensions, minPINLength, forcePINChange, … for a listing or a prompt) and the UV tries;
+  /// without, what libfido2 kept from its getInfo is enough (`FIDO2Session.openInfo()`).
+  static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true)
+    -> (FIDO2Probe, [String])
+  {
     var lines: [String] = []
     let id = fido2ID(ref)
     do {
       let session = try FIDO2Session(ref, deadlines: deadlines)
       if tracing { session.trace = { lines.append($0) } }
       defer { session.trace = nil }
-      var info = try session.info()
-      info.uvRetries = session.uvRetries(info)
+      var info: FIDO2Info
+      if details {
+        info = try session.info()
+        info.uvRetries = session.uvRetries(info)
+      } else {
+        info = session.openInfo()
+      }
       let pin = info.pinIsSet ? try session.pinStatus() : nil
       var caps = ["fido2"]
       if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
@@ -192,13 +228,13 @@ public struct TokenDiscovery {
     }
   }
 
-  /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET VERSION, GET SERIAL (CHUID
-  /// only when there is no serial), PIN status (and PUK status when `includePUK`).
-  /// PIN status is read without spending a try.
+  /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET SERIAL (CHUID only when
+  /// there is no serial), PIN status; with `details` (or several tokens) also GET VERSION and the PIN's
+  /// metadata, and the PUK status when `includePUK`. PIN status is read without spending a try.
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
     let probes = includeFIDO2 ? startFIDO2Probes() : []
-    let pcscError = discoverPCSC(into: &result)
+    let pcscError = discoverPCSC(into: &result, otherTokens: probes.count)
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
@@ -208,8 +244,15 @@ public struct TokenDiscovery {
     return result
   }
 
-  /// The PC/SC half of `discover`; returns the error when PC/SC itself cannot be used.
-  func discoverPCSC(into result: inout DiscoveryResult) -> SmartCardError? {
+  /// The PC/SC half of `discover`; returns the error when PC/SC itself cannot be used. `otherTokens`: how many
+  /// FIDO2 keys are being probed (with them, a lone card is one choice among several).
+  /// The readers are listed and their states read once (one `SCardGetStatusChange` for all of them); then each
+  /// card is probed on its own thread through its own PC/SC context (pcsc-lite wants one per thread), so eight
+  /// cards take about as long as the slowest one, not eight times one. A probe waits as long as another process
+  /// holds its card (a transaction is a legitimate wait: that process may be asking its user for a PIN); only
+  /// that card is late, the others are not held up by it. Trace lines are collected per card and replayed in
+  /// reader order.
+  func discoverPCSC(into result: inout DiscoveryResult, otherTokens: Int = 0) -> SmartCardError? {
     let context: PCSCContext
     let readers: [String]
     do {
@@ -218,38 +261,86 @@ public struct TokenDiscovery {
     } catch {
       return error
     }
+    // A reader that went away since the list fails the joint read: then each is read alone (it is empty).
+    let states =
+      (try? context.readerStates(readers)) ?? readers.map { (try? context.readerState($0)) ?? (false, []) }
     result.readerCount = readers.count
-    for reader in readers {
-      do {
-        let (present, _) = try context.readerState(reader)
-        guard present else {
-          result.emptyReaders.append(reader)
-          continue
-        }
-        let session = PIVSession(transport: try context.connect(reader), trace: trace)
-        session.holdsCard = holdCards
-        result.found.append(
-          DiscoveredToken(info: try Self.describe(session, reader: reader, includePUK: includePUK), session: session))
-      } catch let error as SmartCardError {
-        if case .noCard = error {
-          result.emptyReaders.append(reader)
-        } else {
-          result.unusableCards.append(UnusableToken(reader: reader, reason: .smartCard(error)))
-        }
-      } catch let error as TokenError {
-        result.unusableCards.append(UnusableToken(reader: reader, reason: error))
-      } catch {
-        result.unusableCards.append(UnusableToken(reader: reader, reason: .malformedResponse(operation: "discovery")))
+    var present: [(reader: String, atr: [UInt8])] = []
+    for (reader, state) in zip(readers, states) {
+      if state.present { present.append((reader, state.atr)) } else { result.emptyReaders.append(reader) }
+    }
+    let detailed = details || (onlyID == nil && present.count + otherTokens > 1)
+    let (includePUK, holdCards, onlyID, tracing) = (self.includePUK, self.holdCards, self.onlyID, trace != nil)
+    let probes = present.map { card in
+      let outcome = Handover<(PIVProbe, [String])>()
+      let (reader, atr) = card
+      if present.count == 1 {  // a lone card needs no thread of its own (nor a context of its own)
+        outcome.put(
+          Self.probe(
+            reader: reader, atr: atr, own: context, includePUK: includePUK, detailed: detailed,
+            holdCards: holdCards, onlyID: onlyID, tracing: tracing))
+      } else {
+        Thread {
+          outcome.put(
+            Self.probe(
+              reader: reader, atr: atr, own: nil, includePUK: includePUK, detailed: detailed, holdCards: holdCards,
+              onlyID: onlyID, tracing: tracing))
+        }.start()
+      }
+      return (reader, outcome)
+    }
+    for (reader, outcome) in probes {
+      let (probe, lines) = outcome.wait()
+      for line in lines { trace?(line) }
+      switch probe {
+      case .found(let t):
+        t.session.card.trace = trace
+        result.found.append(t)
+      case .noCard: result.emptyReaders.append(reader)
+      case .unusable(let e): result.unusableCards.append(UnusableToken(reader: reader, reason: e))
       }
     }
     return nil
   }
 
-  static func describe(_ session: PIVSession, reader: String, includePUK: Bool) throws(TokenError) -> TokenInfo {
+  /// What one PIV probe found.
+  enum PIVProbe {
+    case found(DiscoveredToken)
+    case noCard
+    case unusable(TokenError)
+  }
+
+  /// Connects to `reader` (through `own`, else a new context for this thread) and describes its card.
+  static func probe(
+    reader: String, atr: [UInt8], own: PCSCContext?, includePUK: Bool, detailed: Bool, holdCards: Bool,
+    onlyID: String?, tracing: Bool
+  ) -> (PIVProbe, [String]) {
+    var lines: [String] = []
+    do {
+      let context = try own ?? PCSCContext()
+      let session = PIVSession(transport: try context.connect(reader, atr: atr))
+      if tracing { session.card.trace = { lines.append($0) } }
+      session.holdsCard = holdCards
+      let info = try describe(session, reader: reader, includePUK: includePUK, detailed: detailed, onlyID: onlyID)
+      session.card.trace = nil
+      return (.found(DiscoveredToken(info: info, session: session, detailed: detailed)), lines)
+    } catch let error as SmartCardError {
+      if case .noCard = error { return (.noCard, lines) }
+      return (.unusable(.smartCard(error)), lines)
+    } catch let error as TokenError {
+      return (.unusable(error), lines)
+    } catch {
+      return (.unusable(.malformedResponse(operation: "discovery")), lines)
+    }
+  }
+
+  /// One card's `TokenInfo`. With `onlyID` (`--token`) a card that turns out to be another is not asked for
+  /// its tries: its identity is all the command needs of it (to say it is not the one).
+  static func describe(
+    _ session: PIVSession, reader: String, includePUK: Bool, detailed: Bool = true, onlyID: String? = nil
+  ) throws(TokenError) -> TokenInfo {
     try session.transact { () throws(TokenError) -> TokenInfo in
-      let identity = try session.identity(chuid: .whenNoSerial)
-      let pin = try session.pinStatus(.pin)
-      let puk = includePUK ? try? session.pinStatus(.puk) : nil
+      let identity = try session.identity(chuid: .whenNoSerial, version: detailed)
       let id: String
       if let serial = identity.serial {
         id = "piv-\(serial)"
@@ -258,8 +349,12 @@ public struct TokenDiscovery {
       } else {
         id = "piv-" + String(reader.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
       }
-      let name =
-        session.quirks.contains(.yubicoExtensions) ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : "PIV card"
+      let wanted = onlyID == nil || onlyID == id
+      let pin = wanted ? try session.pinStatus(.pin, detailed: detailed) : nil
+      let puk = wanted && includePUK ? try? session.pinStatus(.puk) : nil
+      // A card that answers GET SERIAL (or GET VERSION) is a YubiKey; the version is in the name when read.
+      let yubico = identity.serial != nil || session.quirks.contains(.yubicoExtensions)
+      let name = yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : "PIV card"
       return TokenInfo(
         id: id, kind: .piv, name: name, reader: reader, capabilities: ["piv"], serial: identity.serial,
         version: identity.version, pin: pin, puk: puk)

@@ -32,8 +32,18 @@ public struct FIDO2Info: Sendable, Equatable, Codable {
   /// Largest message the key takes (getInfo 0x05), bytes; nil when the key does not say.
   public var maxMsgSize: UInt64?
 
+  /// False when this is what libfido2 kept from the getInfo it sends while opening the key (`openInfo()`):
+  /// options clientPin and uv are right, everything else (extensions, minPINLength, forcePINChange, …) is
+  /// unknown. Not encoded: a listing always reads getInfo itself.
+  public var isComplete = true
+
   public var pinIsSet: Bool { options["clientPin"] == true }
   public var supportsPIN: Bool { options["clientPin"] != nil }
+
+  enum CodingKeys: String, CodingKey {
+    case versions, extensions, options, pinProtocols, minPINLength, forcePINChange, aaguid, uvRetries
+    case remainingDiscoverableCredentials, firmwareVersion, maxMsgSize
+  }
 }
 
 /// How long a FIDO2 key may take to answer, per kind of call (milliseconds; HardwareNotes.md, FIDO2 deadlines).
@@ -207,6 +217,20 @@ public final class FIDO2Session {
         ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
       firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,
       maxMsgSize: fido_cbor_info_maxmsgsiz(ci) > 0 ? fido_cbor_info_maxmsgsiz(ci) : nil)
+  }
+
+  /// What libfido2 kept from the getInfo it sent while opening the key (`fido_dev_has_pin`, …): whether a PIN
+  /// and built-in UV are supported and set. No request: a command that needs nothing else (an assertion from
+  /// a script) sends getInfo once, not twice. `isComplete` is false.
+  public func openInfo() -> FIDO2Info {
+    var options: [String: Bool] = [:]
+    if fido_dev_supports_pin(dev) { options["clientPin"] = fido_dev_has_pin(dev) }
+    if fido_dev_supports_uv(dev) { options["uv"] = fido_dev_has_uv(dev) }
+    var info = FIDO2Info(
+      versions: fido_dev_is_fido2(dev) ? ["FIDO_2_0"] : ["U2F_V2"], extensions: [], options: options,
+      pinProtocols: [], minPINLength: 4, forcePINChange: false, aaguid: "")
+    info.isComplete = false
+    return info
   }
 
   /// PIN tries left (getPINRetries; spends none).

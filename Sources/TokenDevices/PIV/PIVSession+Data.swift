@@ -14,13 +14,17 @@ extension PIVSession {
     return value
   }
 
-  /// Who the card is: YubiKey version and serial where it answers them, CHUID GUID where present.
+  /// Who the card is: the serial where it answers Yubico GET SERIAL, the CHUID GUID where present, and the
+  /// firmware version when `version` is asked for (GET VERSION, once per session: `loadQuirks()`).
+  /// GET SERIAL is sent without asking GET VERSION first: a card without it answers 6D00 (INS not supported),
+  /// as every ISO 7816-4 card must for an instruction it does not know, and the CHUID names it instead.
   /// `chuid: .whenNoSerial` skips the CHUID read when a serial already identifies the card.
-  public func identity(chuid: CHUIDRead = .always) throws(TokenError) -> PIVIdentity {
+  public func identity(chuid: CHUIDRead = .always, version readVersion: Bool = true) throws(TokenError) -> PIVIdentity {
     try transact { () throws(TokenError) -> PIVIdentity in
       var id = PIVIdentity()
+      if readVersion { try loadQuirks() }
       if let v = version { id.version = "\(v.0).\(v.1).\(v.2)" }
-      if quirks.contains(.yubicoExtensions) {
+      if !quirksKnown || quirks.contains(.yubicoExtensions) {
         let r = try send(APDU(ins: 0xF8, le: 0))
         if r.statusWord == .success, r.data.count == 4 {
           id.serial = r.data.reduce(0) { $0 << 8 | UInt32($1) }

@@ -3,7 +3,7 @@
 extension PIVSession {
   /// The 9B cipher: GET METADATA tag 01 where the card has it, else 3DES (as yubico-piv-tool does).
   public func managementKeyAlgorithm() throws(TokenError) -> ManagementKeyAlgorithm {
-    guard quirks.contains(.metadata) else { return .tripleDES }
+    guard try loadQuirks().contains(.metadata) else { return .tripleDES }
     return try transact { () throws(TokenError) -> ManagementKeyAlgorithm in
       let r = try send(APDU(ins: 0xF7, p2: 0x9B, le: 0))
       guard r.statusWord == .success, let alg = BERTLV.find(0x01, in: r.data)?.first else { return .tripleDES }
@@ -75,7 +75,7 @@ extension PIVSession {
 
   /// Yubico GET METADATA for a key slot; `nil` when the slot is empty (6A82).
   public func metadata(_ slot: PIVSlot) throws(TokenError) -> PIVSlotMetadata? {
-    guard quirks.contains(.metadata) else { throw .unsupported("GET METADATA") }
+    guard try loadQuirks().contains(.metadata) else { throw .unsupported("GET METADATA") }
     return try transact { () throws(TokenError) -> PIVSlotMetadata? in
       let r = try send(APDU(ins: 0xF7, p2: slot.rawValue, le: 0))
       if r.statusWord == .fileNotFound || r.statusWord == .referenceNotFound { return nil }
@@ -94,7 +94,7 @@ extension PIVSession {
 
   /// Whether a slot holds a key: GET METADATA where available, else whether its certificate object exists.
   public func slotIsOccupied(_ slot: PIVSlot) throws(TokenError) -> Bool {
-    if quirks.contains(.metadata) { return try metadata(slot) != nil }
+    if try loadQuirks().contains(.metadata) { return try metadata(slot) != nil }
     return try readObject(slot.certificateObject) != nil
   }
 

@@ -23,21 +23,28 @@ extension PIVSession {
 
   static func reference(_ kind: PINKind) -> UInt8 { kind == .pin ? 0x80 : 0x81 }
 
-  /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card has it,
-  /// else an empty VERIFY (after VERIFY P1=FF where supported, so an already verified PIN still shows its count).
+  /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card has it, else an
+  /// empty VERIFY (after VERIFY P1=FF where supported, so an already verified PIN still shows its count).
+  /// `detailed: false` asks only for the tries left (all a PIN attempt needs): for the PIN that is the empty
+  /// VERIFY of SP 800-73-4 §3.2.1 (63Cx), which every PIV card answers, so GET VERSION is not needed to
+  /// decide whether GET METADATA exists; `detailed: true` also wants the maximum and whether the value is
+  /// still the default (GET METADATA, after GET VERSION once per session). The PUK has no empty VERIFY, so
+  /// it is always read in detail.
   /// Within one transaction the state is read once: later calls get it from memory until a command that may
   /// change it (VERIFY, CHANGE REFERENCE DATA, …) is sent; a wrong value's 63Cx answer gives the new count.
-  public func pinStatus(_ kind: PINKind) throws(TokenError) -> PINStatus {
+  public func pinStatus(_ kind: PINKind, detailed: Bool = true) throws(TokenError) -> PINStatus {
     try transact { () throws(TokenError) -> PINStatus in
-      if let known = pinCache[kind] { return known }
-      let status = try readPINStatus(kind)
-      pinCache[kind] = status
+      if let known = pinCache[kind], known.detailed || !detailed { return known.status }
+      var metadata = quirks.contains(.metadata)
+      if !quirksKnown && (detailed || kind == .puk) { metadata = try loadQuirks().contains(.metadata) }
+      let status = try readPINStatus(kind, metadata: metadata)
+      pinCache[kind] = CachedPIN(status: status, detailed: detailed || kind == .puk || status.maxRetries != nil)
       return status
     }
   }
 
-  func readPINStatus(_ kind: PINKind) throws(TokenError) -> PINStatus {
-    if quirks.contains(.metadata) {
+  func readPINStatus(_ kind: PINKind, metadata: Bool) throws(TokenError) -> PINStatus {
+    if metadata {
       let r = try send(APDU(ins: 0xF7, p2: Self.reference(kind), le: 0))
       if r.statusWord == .success, let tlvs = BERTLV.parse(r.data) {
         let retries = tlvs.first { $0.tag == 0x06 }?.value
@@ -52,7 +59,7 @@ extension PIVSession {
     var r = try send(APDU(ins: 0x20, p2: 0x80))
     if r.statusWord == .success {
       verified = true
-      if quirks.contains(.verifyReset) {
+      if try loadQuirks().contains(.verifyReset) {
         _ = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
         r = try send(APDU(ins: 0x20, p2: 0x80))
         verified = false
@@ -68,7 +75,7 @@ extension PIVSession {
   public func verifyPIN(_ pin: [UInt8]) throws(TokenError) {
     var data = try Self.padded(pin, .pin)
     defer { wipe(&data) }
-    let before = pinCache[.pin]
+    let before = pinCache[.pin]?.status
     let r = try transact { () throws(TokenError) in try send(APDU(ins: 0x20, p2: 0x80, data: data, sensitive: true)) }
     try checkPINResult(r, .pin, "VERIFY", before: before)
   }
@@ -80,7 +87,7 @@ extension PIVSession {
     try Self.checkFormat(new, kind)
     var data = try Self.padded(old, kind) + Self.padded(new, kind)
     defer { wipe(&data) }
-    let before = pinCache[kind]
+    let before = pinCache[kind]?.status
     let r = try transact { () throws(TokenError) in
       try send(APDU(ins: 0x24, p2: Self.reference(kind), data: data, sensitive: true))
     }
@@ -94,7 +101,7 @@ extension PIVSession {
     try Self.checkFormat(newPIN, .pin)
     var data = try Self.padded(puk, .puk) + Self.padded(newPIN, .pin)
     defer { wipe(&data) }
-    let before = pinCache[.puk]
+    let before = pinCache[.puk]?.status
     let r = try transact { () throws(TokenError) in
       try send(APDU(ins: 0x2C, p2: 0x80, data: data, sensitive: true))
     }
@@ -118,8 +125,10 @@ extension PIVSession {
     }
     if let left = retries(r.statusWord) {
       if transactionDepth > 0 || cardHeld {
-        pinCache[kind] = PINStatus(
-          kind: kind, retriesLeft: left, maxRetries: before?.maxRetries, isDefault: before?.isDefault)
+        pinCache[kind] = CachedPIN(
+          status: PINStatus(
+            kind: kind, retriesLeft: left, maxRetries: before?.maxRetries, isDefault: before?.isDefault),
+          detailed: before?.maxRetries != nil)
       }
       if left == 0 { throw .pinBlocked(kind) }
       throw .wrongPIN(kind, retriesLeft: left)

@@ -13,8 +13,9 @@ public final class PIVSession {
   public static let aid: [UInt8] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00]
 
   public let card: SmartCardProtocol
+  /// The quirks known so far: empty until `loadQuirks()` has read GET VERSION.
   public private(set) var quirks: TokenQuirks = []
-  /// YubiKey firmware version, when the card answers GET VERSION.
+  /// YubiKey firmware version, when the card answered GET VERSION (read by `loadQuirks()`).
   public private(set) var version: (Int, Int, Int)?
   var reader: String { card.transport.reader }
   var transactionDepth = 0
@@ -28,10 +29,16 @@ public final class PIVSession {
   var cardHeld = false
   /// PIN/PUK state read in the current transaction; valid only while no other process can reach the card and
   /// cleared by any command that may change it (see `send`).
-  var pinCache: [PINKind: PINStatus] = [:]
+  var pinCache: [PINKind: CachedPIN] = [:]
 
-  /// A session over `transport`. Nothing is sent yet: the first operation SELECTs and reads GET VERSION
-  /// (to decide the quirks) in its own transaction, so discovery costs one SELECT, not two.
+  /// A PIN/PUK state read in the held transaction, and whether it holds the details (maximum, default).
+  struct CachedPIN {
+    var status: PINStatus
+    var detailed: Bool
+  }
+
+  /// A session over `transport`. Nothing is sent yet: the first operation SELECTs in its own transaction;
+  /// GET VERSION waits until something needs the quirks (`loadQuirks()`).
   public init(transport: SmartCardTransport, trace: TraceSink? = nil) {
     card = SmartCardProtocol(transport: transport, trace: trace)
     // Extended APDUs only where the card says so in its ATR; otherwise command chaining.
@@ -67,15 +74,24 @@ public final class PIVSession {
     }
     try select()
     keep = holdsCard
-    if !quirksKnown {
+    return try body()
+  }
+
+  /// The card's quirks: GET VERSION is sent once per session, the first time something depends on it (GET
+  /// METADATA, VERIFY P1=FF, the name in a listing), not with every SELECT: a command that needs none of it
+  /// (verify + sign, PIN change from a script) does not pay for it (HardwareNotes.md, PIV round trips).
+  @discardableResult
+  public func loadQuirks() throws(TokenError) -> TokenQuirks {
+    if quirksKnown { return quirks }
+    return try transact { () throws(TokenError) -> TokenQuirks in
       let r = try send(APDU(ins: 0xFD))
       if r.statusWord == .success, r.data.count >= 3 {
         version = (Int(r.data[0]), Int(r.data[1]), Int(r.data[2]))
       }
       quirks = TokenQuirks.derive(atr: card.transport.atr, version: version)
       quirksKnown = true
+      return quirks
     }
-    return try body()
   }
 
   /// Ends the transaction `holdsCard` kept: other processes may use the card again. The next operation

@@ -28,6 +28,27 @@ public final class PCSCContext {
     return buf.split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
   }
 
+  /// The states of `readers` in one `SCardGetStatusChange` (one round trip to pcscd for all of them).
+  public func readerStates(_ readers: [String]) throws(SmartCardError) -> [(present: Bool, atr: [UInt8])] {
+    guard !readers.isEmpty else { return [] }
+    let names = readers.map { strdup($0) }
+    defer { names.forEach { free($0) } }
+    var states = names.map { name -> SCARD_READERSTATE in
+      var st = SCARD_READERSTATE()
+      st.szReader = UnsafePointer(name)
+      st.dwCurrentState = DWORD(SCARD_STATE_UNAWARE)
+      return st
+    }
+    let rv = SCardGetStatusChange(handle, 0, &states, DWORD(states.count))
+    if PCSCStatus(rv) == .unknownReader { throw .unknownReader(readers.joined(separator: ", ")) }
+    try Self.check(rv, "SCardGetStatusChange")
+    return states.map { st in
+      let present = st.dwEventState & DWORD(SCARD_STATE_PRESENT) != 0
+      let atr = withUnsafeBytes(of: st.rgbAtr) { Array($0.prefix(Int(st.cbAtr))) }
+      return (present, present ? atr : [])
+    }
+  }
+
   /// Current state of one reader: whether a card is present and its ATR.
   public func readerState(_ reader: String) throws(SmartCardError) -> (present: Bool, atr: [UInt8]) {
     var st = SCARD_READERSTATE()
@@ -79,8 +100,9 @@ public final class PCSCContext {
   }
 
   /// Connects in shared mode (T=1 or T=0).
-  public func connect(_ reader: String) throws(SmartCardError) -> PCSCCard {
-    try PCSCCard(context: self, reader: reader)
+  /// `atr`: the card's ATR as a state read a moment ago gave it (saves reading the state again).
+  public func connect(_ reader: String, atr: [UInt8]? = nil) throws(SmartCardError) -> PCSCCard {
+    try PCSCCard(context: self, reader: reader, atr: atr)
   }
 
   static func check(_ rv: LONG, _ call: String, reader: String = "") throws(SmartCardError) {
@@ -111,7 +133,7 @@ public final class PCSCCard: SmartCardTransport {
   var inTransaction = false
   public var resetOnClose = false
 
-  init(context: PCSCContext, reader: String) throws(SmartCardError) {
+  init(context: PCSCContext, reader: String, atr knownATR: [UInt8]? = nil) throws(SmartCardError) {
     self.context = context
     self.reader = reader
     self.atr = []
@@ -124,7 +146,7 @@ public final class PCSCCard: SmartCardTransport {
     try PCSCContext.check(rv, "SCardConnect", reader: reader)
     handle = h
     protocolID = proto
-    atr = (try? context.readerState(reader).atr) ?? []
+    atr = knownATR ?? (try? context.readerState(reader).atr) ?? []
   }
 
   deinit {

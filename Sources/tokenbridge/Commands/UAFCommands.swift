@@ -39,7 +39,9 @@ struct UAFContext {
 
   func tokens() throws -> UAFTokens {
     let p = prompter
-    let tokens = try env.tokens(id: options.token, trace: options.traceSink, wait: options.tokenWait) { info in
+    let tokens = try env.tokens(
+      id: options.token, trace: options.traceSink, details: options.pinFd == nil, wait: options.tokenWait
+    ) { info in
       p.say("Touch your key (\(info.id)).")
     }
     Interrupts.shared.cancel(with: tokens.cancellers)

@@ -1,0 +1,119 @@
+"""Many tokens and much local data, for Tests/cli/test_scale.py and Tools/bench/scale (issue 12, item 5).
+
+Runs inside Tools/with-pcscd. The issue asks for 8 virtual cards + 4 virtual keys; Debian's vpcd (vsmartcard 0.8)
+gives one pcscd two card readers only (`vicc_max_slots` is 2, fixed at its build, and its per-slot state is
+indexed by slot alone, so a second vpcd entry in reader.conf takes over the first one's readers: tried, no card
+is seen at all then). So 12 tokens here are 2 virtual cards (both vpcd readers) + 10 virtual FIDO2 keys; 8 cards
+need the token lab (virtual CCID devices over USB/IP) or a vpcd built with more slots.
+Virtual cards and keys are real `virtual-token` processes; the 10,000 registrations are rows in the real
+local-data database (made by tokenbridge itself, then filled with sqlite3 in one transaction: registering 10,000
+times through a relying party would take an hour and test nothing more about listing them).
+
+    python3 Tests/cli/scale_fixture.py check   prints {"tokens": [...ids], "accounts": [...]} as JSON
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
+TOKENBRIDGE = str(BIN / "tokenbridge")
+VIRTUAL_TOKEN = str(BIN / "virtual-token")
+CARDS, KEYS, ACCOUNTS = 2, 10, 10_000
+
+
+class Tokens:
+    """Starts virtual cards (one per vpcd reader) and virtual FIDO2 keys; `stop()` ends them by pid."""
+
+    def __init__(self, work):
+        self.work = Path(work)
+        self.procs = []
+        self.sockets = []
+        self.logs = []
+
+    def env(self, home=None):
+        e = dict(os.environ, TOKENBRIDGE_VIRTUAL_FIDO=":".join(self.sockets))
+        e.update(home or {})
+        return e
+
+    def listed(self, home=None):
+        r = subprocess.run([TOKENBRIDGE, "tokens", "--json"], capture_output=True, text=True, env=self.env(home),
+                           stdin=subprocess.DEVNULL, timeout=60)
+        return json.loads(r.stdout) if r.returncode == 0 else []
+
+    def add_card(self, i):
+        log = open(self.work / f"card{i}.log", "w")
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen(
+            [VIRTUAL_TOKEN, "piv", "--state", str(self.work / f"card{i}.json"), "--vpcd", f"127.0.0.1:{35963 + i}",
+             "--serial", str(6_100_000 + i)], stderr=log))
+
+    def add_key(self, i):
+        sock = str(self.work / f"key{i}.sock")
+        log = open(sock + ".log", "w")
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen(
+            [VIRTUAL_TOKEN, "fido2", "--socket", sock, "--state", str(self.work / f"key{i}.json")], stderr=log))
+        self.sockets.append(sock)
+
+    def wait(self, cards, keys, timeout=30.0):
+        """Until `tokens --json` lists `cards` PIV cards and `keys` FIDO2 keys (pcscd polls vpcd every 400 ms)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(os.path.exists(s) for s in self.sockets):
+                kinds = [t["kind"] for t in self.listed()]
+                if kinds.count("piv") == cards and kinds.count("fido2") == keys:
+                    return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {cards} cards and {keys} keys: {self.listed()}")
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            p.wait(timeout=10)
+        for log in self.logs:
+            log.close()
+
+
+def fill_accounts(home, n=ACCOUNTS):
+    """n registrations (n accounts) in the local data of `home` (XDG_DATA_HOME/XDG_CONFIG_HOME)."""
+    r = subprocess.run([TOKENBRIDGE, "accounts", "--json"], capture_output=True, text=True,
+                       env=dict(os.environ, **home), stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 0, r.stderr  # creates the database with every migration
+    [db] = Path(home["XDG_DATA_HOME"], "tokenbridge").glob("*.sqlite")
+    with sqlite3.connect(db) as c:
+        c.executemany(
+            "INSERT INTO authenticator (keyID, aaid, username, server, appID, tokenID, slot, publicKey, signCounter,"
+            " state, createdAt, credentialID, hmacSalt) VALUES (?, 'ABCD#0001', ?, 'https://rp.example', "
+            "'https://rp.example/app', 'fido2-key0-sock', -1, ?, 0, 'registered', '2026-01-01 00:00:00.000', ?, ?)",
+            [(f"key-{i:05d}", f"user{i:05d}", bytes(65), bytes(16), bytes(32)) for i in range(n)])
+
+
+def check():
+    with tempfile.TemporaryDirectory() as work:
+        tokens = Tokens(work)
+        try:
+            for i in range(CARDS):
+                tokens.add_card(i)
+            for i in range(KEYS):
+                tokens.add_key(i)
+            tokens.wait(CARDS, KEYS)
+            listed = [t["id"] for t in tokens.listed()]
+        finally:
+            tokens.stop()
+        home = {"XDG_DATA_HOME": f"{work}/data", "XDG_CONFIG_HOME": f"{work}/config"}
+        fill_accounts(home)
+        r = subprocess.run([TOKENBRIDGE, "accounts", "--json"], capture_output=True, text=True,
+                           env=dict(os.environ, **home), stdin=subprocess.DEVNULL, timeout=60)
+        assert r.returncode == 0, r.stderr
+        print(json.dumps({"tokens": listed, "accounts": json.loads(r.stdout)}))
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["check"]:
+    check()
