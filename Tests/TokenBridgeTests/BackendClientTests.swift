@@ -3,10 +3,6 @@ import Testing
 
 @testable import TokenBridge
 
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
-
 /// The plain-http loopback rule of the backend client (host parsing, redirects); no network.
 @Suite struct BackendClientTests {
   static let loopback = [
@@ -64,8 +60,8 @@ import Testing
   func redirects(_ authorized: String?, _ target: String, _ followed: Bool) throws {
     let from = try #require(URL(string: "https://rp.example/facets"))
     let headers = authorized.map { ["FIDO-AppID-Redirect-Authorized": $0] } ?? [:]
-    let response = try #require(HTTPURLResponse(url: from, statusCode: 302, httpVersion: nil, headerFields: headers))
-    let request = URLRequest(url: try #require(URL(string: target)))
+    let response = HTTPResponse(url: from, statusCode: 302, headerFields: headers.map { ($0.key, $0.value) })
+    let request = HTTPRequest(url: try #require(URL(string: target)))
     #expect(RedirectRule.allows(response, request) == followed)
   }
 }
