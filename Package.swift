@@ -22,11 +22,13 @@ let package = Package(
     .systemLibrary(name: "CFido2", providers: [.apt(["libfido2-dev"])]),
     .systemLibrary(name: "CUSB", providers: [.apt(["libusb-1.0-0-dev"])]),
     .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
-    // QR codes in PNG/JPEG images (out-of-band payloads): libpng/libjpeg decode, zbar scans (libzbar-dev,
-    // libpng-dev, libjpeg-dev).
-    .target(
-      name: "CQRCode",
-      linkerSettings: [.linkedLibrary("zbar"), .linkedLibrary("png16"), .linkedLibrary("jpeg")]),
+    // HTTP(S) through libcurl, loaded with dlopen at the first request (not linked: no HTTP/TLS library is mapped
+    // at start-up); its header comes from libcurl4-openssl-dev, the library at run time from libcurl4.
+    .target(name: "CHTTP"),
+    // QR codes in PNG/JPEG images (out-of-band payloads): libpng/libjpeg decode, zbar scans (headers from
+    // libzbar-dev, libpng-dev, libjpeg-dev). Loaded with dlopen at the first scan, not linked: zbar alone brings
+    // ~15 libraries (X11, D-Bus, v4l) that every other command would map at start-up.
+    .target(name: "CQRCode"),
 
     // Protocol core: pure Swift, no I/O.
     .target(name: "UAFCore"),
@@ -36,7 +38,7 @@ let package = Package(
     .target(
       name: "TokenBridge",
       dependencies: [
-        "UAFCore", "TokenDevices", "CQRCode", .product(name: "Crypto", package: "swift-crypto"),
+        "UAFCore", "TokenDevices", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRDB", package: "GRDB.swift"),
       ]),
     .executableTarget(

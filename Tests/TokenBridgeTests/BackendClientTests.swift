@@ -3,10 +3,6 @@ import Testing
 
 @testable import TokenBridge
 
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
-
 /// The plain-http loopback rule of the backend client (host parsing, redirects); no network.
 @Suite struct BackendClientTests {
   static let loopback = [
@@ -64,8 +60,51 @@ import Testing
   func redirects(_ authorized: String?, _ target: String, _ followed: Bool) throws {
     let from = try #require(URL(string: "https://rp.example/facets"))
     let headers = authorized.map { ["FIDO-AppID-Redirect-Authorized": $0] } ?? [:]
-    let response = try #require(HTTPURLResponse(url: from, statusCode: 302, httpVersion: nil, headerFields: headers))
-    let request = URLRequest(url: try #require(URL(string: target)))
+    let response = HTTPResponse(url: from, statusCode: 302, headerFields: headers.map { ($0.key, $0.value) })
+    let request = HTTPRequest(url: try #require(URL(string: target)))
     #expect(RedirectRule.allows(response, request) == followed)
+  }
+}
+
+/// Where a redirect leads (`CappedExchange.redirect`): libcurl follows none itself, so the method, body and
+/// target of the next request are ours; whether it is followed at all is `RedirectRule`'s.
+@Suite struct RedirectTargetTests {
+  func post(_ url: String) throws -> HTTPRequest {
+    var r = HTTPRequest(url: try #require(URL(string: url)))
+    r.httpMethod = "POST"
+    r.httpBody = Data("{}".utf8)
+    r.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    r.setValue("application/fido+uaf", forHTTPHeaderField: "Accept")
+    return r
+  }
+
+  func answer(_ status: Int, location: String?) throws -> HTTPResponse {
+    HTTPResponse(
+      url: try #require(URL(string: "https://rp.example/a/b")), statusCode: status,
+      headerFields: location.map { [("location", $0)] } ?? [])
+  }
+
+  @Test(arguments: [301, 302, 303]) func postBecomesGetWithoutBody(_ status: Int) throws {
+    let next = try #require(
+      CappedExchange.redirect(of: try post("https://rp.example/a/b"), by: try answer(status, location: "../c?x=1")))
+    #expect(next.url.absoluteString == "https://rp.example/c?x=1")
+    #expect(next.httpMethod == "GET" && next.httpBody == nil)
+    #expect(next.value(forHTTPHeaderField: "Content-Type") == nil)
+    #expect(next.value(forHTTPHeaderField: "accept") == "application/fido+uaf")
+  }
+
+  @Test(arguments: [307, 308]) func postIsRepeated(_ status: Int) throws {
+    let next = try #require(
+      CappedExchange.redirect(
+        of: try post("https://rp.example/a/b"), by: try answer(status, location: "https://other.example/x")))
+    #expect(next.url.absoluteString == "https://other.example/x")
+    #expect(next.httpMethod == "POST" && next.httpBody == Data("{}".utf8))
+  }
+
+  @Test(
+    arguments: [(200, "https://other.example/x"), (304, "https://other.example/x"), (302, nil)] as [(Int, String?)])
+  func noRedirect(_ status: Int, _ location: String?) throws {
+    #expect(
+      CappedExchange.redirect(of: try post("https://rp.example/a"), by: try answer(status, location: location)) == nil)
   }
 }

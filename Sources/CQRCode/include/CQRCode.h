@@ -13,6 +13,7 @@ enum {
   TB_QR_NONE = 4,        // no QR code in the image
   TB_QR_SEVERAL = 5,     // more than one QR code (*count says how many)
   TB_QR_NO_MEMORY = 6,
+  TB_QR_NO_LIBRARY = 7,  // libpng, libjpeg or zbar cannot be loaded: tb_qr_load_error() says why
 };
 
 // The largest image decoded, in pixels (about 64 MB of gray).
@@ -22,4 +23,6 @@ enum {
 // *text_len without the NUL); *count is the number of QR codes found whatever the result.
 int tb_qr_scan(const unsigned char *bytes, size_t len, char **text, size_t *text_len, int *count);
 void tb_qr_free(char *text);
+// NULL once libpng, libjpeg and zbar are loaded (at the first call, not at start-up); else why not.
+const char *tb_qr_load_error(void);
 #endif

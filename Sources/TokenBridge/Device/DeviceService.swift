@@ -1,10 +1,6 @@
 import Foundation
 import UAFCore
 
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
-
 /// Why a dispatch-target or device-service exchange failed (the SDK's DeviceInformationChange errors and more).
 public enum DeviceServiceError: Error, Equatable, Sendable {
   /// No registration on this machine yet, so no device information.
@@ -92,10 +88,10 @@ public struct DeviceService {
   func request(
     _ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil, contentType: String? = nil,
     accept: String = DeviceWire.json, signature: String? = nil
-  ) -> URLRequest {
+  ) -> HTTPRequest {
     var c = URLComponents(url: backend.base.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
     if !query.isEmpty { c.queryItems = query }
-    var r = URLRequest(url: c.url!)
+    var r = HTTPRequest(url: c.url!)
     r.httpMethod = method
     r.setValue(accept, forHTTPHeaderField: "Accept")
     if let contentType { r.setValue(contentType, forHTTPHeaderField: "Content-Type") }
@@ -106,7 +102,7 @@ public struct DeviceService {
 
   /// One exchange (retried); the HTTP status and body. 2xx, 401, 404 and 422 are answers here; other statuses
   /// are `BackendError.http`.
-  func exchange(_ make: () -> URLRequest) throws(DeviceServiceError) -> (Int, Data) {
+  func exchange(_ make: () -> HTTPRequest) throws(DeviceServiceError) -> (Int, Data) {
     do {
       return try retry.run { () throws(BackendError) -> (Int, Data) in
         let (data, response) = try backend.exchange(make(), limit: Self.answerLimit)

@@ -292,6 +292,11 @@ public struct ErrorReport: Equatable, Sendable {
   }
 
   static func qrImage(_ q: QRImageProblem) -> ErrorReport {
+    if case .libraryMissing(let why) = q {
+      return .init(
+        status: .failure,
+        message: "QR images cannot be read: \(shown(why)) (Debian: apt install libzbar0 libpng16-16 libjpeg62-turbo).")
+    }
     let m =
       switch q {
       case .notAnImage: "The file is not a PNG or JPEG image; give the QR code as a PNG or JPEG file."
@@ -299,6 +304,7 @@ public struct ErrorReport: Equatable, Sendable {
       case .tooLarge: "The image is larger than \(QRImage.maxPixels) pixels; crop it to the QR code."
       case .noQRCode: "No QR code was found in the image; crop it to the QR code, or use a sharper picture."
       case .severalQRCodes(let n): "The image holds \(n) QR codes; crop it to the one to use."
+      case .libraryMissing: ""
       }
     return .init(status: .payloadMalformed, message: m + " Nothing was done.")
   }
@@ -532,6 +538,10 @@ public struct ErrorReport: Equatable, Sendable {
       return .init(
         status: .serverUnreachable,
         message: "Not contacted: \(shown(url)) is plain http, allowed only on this machine's loopback.")
+    case .httpLibraryMissing(let why):
+      return .init(
+        status: .serverUnreachable,
+        message: "Not contacted: \(shown(why)); HTTP needs libcurl 7.85 or newer (Debian: apt install libcurl4).")
     }
   }
 

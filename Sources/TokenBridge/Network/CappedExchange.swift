@@ -1,125 +1,165 @@
+import CHTTP
 import Foundation
-import Synchronization
-
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
-
-/// The delegate queue of a capped session: at most `depth` delegate calls wait or run at once. URLSession on
-/// Linux (swift-corelibs-foundation) hands every received chunk to the delegate queue without waiting, so a
-/// server faster than the delegate would pile chunks up in memory before a cap is even checked (measured: the
-/// whole 512 MiB of a hostile answer). Here, queueing a call waits while `depth` are pending, which stops the
-/// session reading the socket, and TCP flow control then stops the server.
-final class BoundedDelegateQueue: OperationQueue, @unchecked Sendable {
-  private let slots: DispatchSemaphore
-
-  init(depth: Int = 8) {
-    slots = DispatchSemaphore(value: depth)
-    super.init()
-    maxConcurrentOperationCount = 1
-  }
-
-  override func addOperation(_ block: @escaping @Sendable () -> Void) {
-    slots.wait()
-    super.addOperation { [slots] in
-      block()
-      slots.signal()
-    }
-  }
-}
 
 /// One HTTP request at a time, synchronously, with a cap on the answer's body: the body is read in chunks as
-/// they arrive and the transfer is cancelled as soon as it passes the cap (or at once when Content-Length
-/// already says so), so memory stays bounded whatever a server sends. Every request of `BackendClient` goes
-/// through here; redirects are decided by `allowRedirect`.
-final class CappedExchange: NSObject, URLSessionDataDelegate, Sendable {
+/// they arrive and the transfer is stopped as soon as it passes the cap (or before it starts, when
+/// Content-Length already says so), so memory stays bounded whatever a server sends. Every request of
+/// `BackendClient` goes through here; redirects are decided by `allowRedirect`.
+///
+/// The transport is libcurl, loaded at the first request (`CHTTP`): a command that sends none maps no HTTP or
+/// TLS library, and the binary does not carry Foundation's URLSession (FoundationNetworking links libcurl and
+/// ~30 libraries at start-up). TLS verifies the server's certificate and host name against the system trust
+/// store; libcurl follows no redirect itself.
+final class CappedExchange: Sendable {
   enum Outcome {
-    case answer(Data, HTTPURLResponse)
+    case answer(Data, HTTPResponse)
     case tooLarge
-    case failed(Error?)
+    /// libcurl's message.
+    case failed(String)
     case deadlinePassed
+    /// The answer's header block passed `headerLimit`: not an HTTP answer we read.
+    case headersTooLarge
+    /// libcurl cannot be loaded; why.
+    case noLibrary(String)
   }
 
-  private struct Transfer {
-    let limit: Int
-    let done: DispatchSemaphore
-    var body = Data()
-    var response: HTTPURLResponse?
-    var tooLarge = false
-    var error: Error?
-  }
+  /// Redirects followed per request, at most.
+  static let maxRedirects = 5
+  /// Largest header block read (all header lines of one answer).
+  static let headerLimit = 64 << 10
 
-  private let transfers = Mutex<[Int: Transfer]>([:])
-  private let allowRedirect: @Sendable (HTTPURLResponse, URLRequest) -> Bool
+  private let allowRedirect: @Sendable (HTTPResponse, HTTPRequest) -> Bool
 
-  init(allowRedirect: @escaping @Sendable (HTTPURLResponse, URLRequest) -> Bool) {
+  init(allowRedirect: @escaping @Sendable (HTTPResponse, HTTPRequest) -> Bool) {
     self.allowRedirect = allowRedirect
   }
 
-  /// Runs `request` on `session` (whose delegate is this object); waits at most until `deadline`.
-  func run(_ request: URLRequest, on session: URLSession, limit: Int, deadline: DispatchTime) -> Outcome {
-    let task = session.dataTask(with: request)
-    let done = DispatchSemaphore(value: 0)
-    transfers.withLock { $0[task.taskIdentifier] = Transfer(limit: limit, done: done) }
-    task.resume()
-    let inTime = done.wait(timeout: deadline) == .success
-    // Cancelled from here, never from a delegate call: `cancel` waits for the session's work queue, which may
-    // itself wait for the delegate queue (see `BoundedDelegateQueue`).
-    task.cancel()
-    guard let t = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return .failed(nil) }
-    if t.tooLarge { return .tooLarge }
-    if !inTime { return .deadlinePassed }
-    if let e = t.error { return .failed(e) }
-    guard let response = t.response else { return .failed(nil) }
-    return .answer(t.body, response)
+  /// Runs `request`, following the redirects `allowRedirect` accepts; all of it within `timeout` seconds. A
+  /// redirect that is not followed is the answer.
+  func run(_ request: HTTPRequest, limit: Int, timeout: Double) -> Outcome {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
+    var current = request
+    var redirects = 0
+    while true {
+      let left = ContinuousClock.now.duration(to: deadline)
+      guard left > .zero else { return .deadlinePassed }
+      let outcome = once(current, limit: limit, timeoutMilliseconds: max(1, milliseconds(left)))
+      guard case .answer(_, let response) = outcome, redirects < Self.maxRedirects,
+        let next = Self.redirect(of: current, by: response), allowRedirect(response, next)
+      else { return outcome }
+      current = next
+      redirects += 1
+    }
   }
 
-  /// Adds `count` bytes (and `data`, if given) to the transfer; true when that passes its cap, which marks
-  /// it too large and drops what it held.
-  private func exceeds(_ task: URLSessionTask, adding count: Int64, data: Data? = nil) -> Bool {
-    transfers.withLock { all in
-      let id = task.taskIdentifier
-      guard let t = all[id] else { return true }
-      if t.tooLarge { return true }
-      if Int64(t.body.count) + count > Int64(t.limit) {
-        all[id]?.tooLarge = true
-        all[id]?.body = Data()
-        t.done.signal()  // the caller stops waiting and cancels the task
-        return true
+  /// The request a 301/302/303/307/308 answer with a Location leads to: 303 (and 301/302 after a POST, as
+  /// browsers do) becomes a GET without body; 307/308 repeat the request.
+  static func redirect(of request: HTTPRequest, by response: HTTPResponse) -> HTTPRequest? {
+    guard [301, 302, 303, 307, 308].contains(response.statusCode),
+      let location = response.value(forHTTPHeaderField: "Location"),
+      let target = URL(string: location, relativeTo: request.url)?.absoluteURL
+    else { return nil }
+    var next = request
+    next.url = target
+    if response.statusCode == 303 || (request.httpMethod == "POST" && response.statusCode < 303) {
+      next.httpMethod = "GET"
+      next.httpBody = nil
+      next.setValue(nil, forHTTPHeaderField: "Content-Type")
+    }
+    return next
+  }
+
+  private func milliseconds(_ d: Duration) -> Int {
+    let (s, atto) = d.components
+    return Int(s) * 1000 + Int(atto / 1_000_000_000_000_000)
+  }
+
+  /// What the libcurl callbacks fill, reached through their context pointer.
+  private final class Transfer {
+    let limit: Int
+    var body = Data()
+    var headers: [(name: String, value: String)] = []
+    var headerBytes = 0
+    var tooLarge = false
+    var headersTooLarge = false
+
+    init(limit: Int) { self.limit = limit }
+  }
+
+  private func once(_ request: HTTPRequest, limit: Int, timeoutMilliseconds: Int) -> Outcome {
+    let transfer = Transfer(limit: limit)
+    let lines = request.headerFields.map { "\($0.name): \($0.value)" }
+    var result = tb_http_result()
+    let code = withCStrings(lines) { headerPointers in
+      request.url.absoluteString.withCString { url in
+        request.httpMethod.withCString { method in
+          withBody(request.httpBody) { body, bodyLength in
+            var spec = tb_http_request(
+              url: url, method: method, headers: headerPointers.baseAddress, header_count: lines.count, body: body,
+              body_length: bodyLength, timeout_ms: timeoutMilliseconds, max_body: Int64(limit))
+            return tb_http_perform(
+              &spec, Self.onHeader, Self.onBody, Unmanaged.passUnretained(transfer).toOpaque(), &result)
+          }
+        }
       }
-      if let data { all[id]?.body.append(data) }  // in place: no copy of what came before
-      return false
+    }
+    let message = withUnsafeBytes(of: result.error) { raw in
+      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    }
+    if transfer.tooLarge { return .tooLarge }
+    if transfer.headersTooLarge { return .headersTooLarge }
+    switch Int(code) {
+    case Int(TB_HTTP_OK):
+      return .answer(
+        transfer.body, HTTPResponse(url: request.url, statusCode: result.status, headerFields: transfer.headers))
+    case Int(TB_HTTP_NO_LIBRARY): return .noLibrary(message)
+    default:
+      switch Int(result.curl_code) {
+      case Int(TB_CURLE_OPERATION_TIMEDOUT): return .deadlinePassed
+      case Int(TB_CURLE_FILESIZE_EXCEEDED): return .tooLarge
+      default: return .failed(message)
+      }
     }
   }
 
-  func urlSession(
-    _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
-  ) {
-    if response.expectedContentLength > 0 && exceeds(dataTask, adding: response.expectedContentLength) {
-      completionHandler(.cancel)  // swift-corelibs-foundation ignores it: the waiting caller cancels
-      return
+  private static let onHeader: tb_http_header_sink = { context, line, length in
+    let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    t.headerBytes += length
+    if t.headerBytes > CappedExchange.headerLimit {
+      t.headersTooLarge = true
+      return 1
     }
-    transfers.withLock { $0[dataTask.taskIdentifier]?.response = response as? HTTPURLResponse }
-    completionHandler(.allow)
-  }
-
-  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-    _ = exceeds(dataTask, adding: Int64(data.count), data: data)
-  }
-
-  func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-    let done = transfers.withLock { all -> DispatchSemaphore? in
-      all[task.taskIdentifier]?.error = error
-      return all[task.taskIdentifier]?.done
+    let text = String(decoding: UnsafeRawBufferPointer(start: line, count: length), as: UTF8.self)
+    if text.hasPrefix("HTTP/") {
+      t.headers = []  // a new answer (after a 100 Continue or a proxy's CONNECT answer): only the last counts
+    } else if let colon = text.firstIndex(of: ":") {
+      let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+      let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+      t.headers.append((name, value))
     }
-    done?.signal()
+    return 0
   }
 
-  func urlSession(
-    _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-  ) {
-    completionHandler(allowRedirect(response, request) ? request : nil)
+  private static let onBody: tb_http_body_sink = { context, data, length in
+    let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    if t.body.count + length > t.limit {
+      t.tooLarge = true
+      t.body = Data()
+      return 1
+    }
+    if let data, length > 0 { t.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length) }
+    return 0
   }
+}
+
+/// Calls `body` with NUL-terminated copies of `strings` (valid only inside it).
+private func withCStrings<R>(_ strings: [String], _ body: (UnsafeBufferPointer<UnsafePointer<CChar>?>) -> R) -> R {
+  let copies = strings.map { strdup($0) }
+  defer { copies.forEach { free($0) } }
+  return copies.map { UnsafePointer($0) }.withUnsafeBufferPointer(body)
+}
+
+private func withBody<R>(_ data: Data?, _ body: (UnsafeRawPointer?, Int) -> R) -> R {
+  guard let data else { return body(nil, 0) }
+  return data.withUnsafeBytes { raw in body(raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), raw.count) }
 }

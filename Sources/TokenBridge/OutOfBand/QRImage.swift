@@ -19,6 +19,8 @@ public enum QRImageProblem: Equatable, Sendable {
   case noQRCode
   /// The image holds several QR codes: which one is meant is not ours to guess.
   case severalQRCodes(Int)
+  /// libpng, libjpeg or zbar (loaded at the first scan) cannot be loaded; the loader's reason.
+  case libraryMissing(String)
 }
 
 /// QR codes in PNG/JPEG images (`tokenbridge oob --qr-image FILE`): libpng/libjpeg decode, zbar scans
@@ -46,6 +48,7 @@ public enum QRImage {
     case Int(TB_QR_TOO_LARGE): throw .qrImage(.tooLarge)
     case Int(TB_QR_NONE): throw .qrImage(.noQRCode)
     case Int(TB_QR_SEVERAL): throw .qrImage(.severalQRCodes(Int(count)))
+    case Int(TB_QR_NO_LIBRARY): throw .qrImage(.libraryMissing(tb_qr_load_error().map { String(cString: $0) } ?? ""))
     default: throw .qrImage(.unreadableImage)
     }
   }

@@ -1,10 +1,6 @@
 import Foundation
 import UAFCore
 
-#if canImport(FoundationNetworking)
-  import FoundationNetworking
-#endif
-
 /// GetUAFRequest / ReturnUAFRequest / SendUAFResponse / ServerResponse (UAF Client API and Transport §8.3).
 public struct GetUAFRequest: Codable, Sendable {
   public var op: UAFOperation
@@ -46,6 +42,8 @@ public enum BackendError: Error, Sendable, Equatable {
   case answerTooLarge(limit: Int)
   /// The URL is plain http on a host that is not this machine's loopback (see `LoopbackHost`).
   case insecureURL(String)
+  /// The HTTP library (libcurl, loaded at the first request) cannot be loaded; why.
+  case httpLibraryMissing(String)
 }
 
 /// Facts only, for where a `BackendError` ends up as text below the CLI (e.g. in a facet-check reason).
@@ -59,6 +57,7 @@ extension BackendError: CustomStringConvertible {
     case .malformedAnswer(let why): "malformed answer: \(why)"
     case .answerTooLarge(let limit): "the answer is longer than \(limit) bytes"
     case .insecureURL(let url): "\(url) is plain http and not this machine's loopback"
+    case .httpLibraryMissing(let why): "no HTTP library: \(why)"
     }
   }
 }
@@ -96,7 +95,6 @@ public enum UAFStatus {
 public final class BackendClient: Sendable {
   public let base: URL
   let timeout: Double
-  let session: URLSession
   let loader: CappedExchange
 
   /// Largest UAF answer read (ReturnUAFRequest, ServerResponse, a redeem answer): a UAF message's own cap.
@@ -112,14 +110,8 @@ public final class BackendClient: Sendable {
     guard LoopbackHost.isAllowed(url) else { throw .insecureServer(server) }
     base = url
     self.timeout = timeout
-    let cfg = URLSessionConfiguration.ephemeral
-    cfg.timeoutIntervalForRequest = timeout
-    cfg.timeoutIntervalForResource = timeout
     loader = CappedExchange(allowRedirect: RedirectRule.allows)
-    session = URLSession(configuration: cfg, delegate: loader, delegateQueue: BoundedDelegateQueue())
   }
-
-  deinit { session.invalidateAndCancel() }
 
   /// The origin (`scheme://host[:port]`): the default facet ID.
   public var origin: String {
@@ -168,7 +160,7 @@ public final class BackendClient: Sendable {
 
   /// GET the trusted-facets list of an appID (redirects only with FIDO-AppID-Redirect-Authorized: true).
   public func trustedFacets(_ url: URL) throws -> TrustedFacetsList {
-    var req = URLRequest(url: url)
+    var req = HTTPRequest(url: url)
     req.setValue("application/fido.trusted-apps+json", forHTTPHeaderField: "Accept")
     let (data, response) = try exchange(req, limit: Self.facetsLimit)
     guard (200..<300).contains(response.statusCode) else { throw BackendError.http(response.statusCode) }
@@ -182,7 +174,7 @@ public final class BackendClient: Sendable {
   }
 
   func post<B: Encodable, R: Decodable>(url: URL, _ body: B, contentType: String) throws(BackendError) -> R {
-    var req = URLRequest(url: url)
+    var req = HTTPRequest(url: url)
     req.httpMethod = "POST"
     req.setValue(contentType, forHTTPHeaderField: "Content-Type")
     req.setValue("application/fido+uaf", forHTTPHeaderField: "Accept")
@@ -196,18 +188,16 @@ public final class BackendClient: Sendable {
 
   /// One request, synchronously, within the configured timeout, its body read up to `limit` bytes. Every
   /// request this client makes goes through here.
-  func exchange(_ request: URLRequest, limit: Int) throws(BackendError) -> (Data, HTTPURLResponse) {
-    let url = request.url?.absoluteString ?? ""
-    guard let target = request.url, LoopbackHost.isAllowed(target) else { throw .insecureURL(url) }
-    switch loader.run(request, on: session, limit: limit, deadline: .now() + timeout + 1) {
+  func exchange(_ request: HTTPRequest, limit: Int) throws(BackendError) -> (Data, HTTPResponse) {
+    let url = request.url.absoluteString
+    guard LoopbackHost.isAllowed(request.url) else { throw .insecureURL(url) }
+    switch loader.run(request, limit: limit, timeout: timeout) {
     case .answer(let data, let response): return (data, response)
     case .tooLarge: throw .answerTooLarge(limit: limit)
     case .deadlinePassed: throw .timedOut(url)
-    case .failed(let e as URLError):
-      if e.code == .timedOut { throw .timedOut(url) }
-      throw .unreachable("\(request.url?.host ?? ""): \(e.localizedDescription)")
-    case .failed(let e?): throw .unreachable(e.localizedDescription)
-    case .failed(nil): throw .malformedAnswer("not HTTP")
+    case .headersTooLarge: throw .malformedAnswer("header fields longer than \(CappedExchange.headerLimit) bytes")
+    case .failed(let why): throw .unreachable("\(request.url.host ?? ""): \(why)")
+    case .noLibrary(let why): throw .httpLibraryMissing(why)
     }
   }
 }
@@ -216,8 +206,8 @@ public final class BackendClient: Sendable {
 /// (UAF AppID and Facet Specification §3.1.2) and lead to https or loopback http, for every request this
 /// client makes.
 enum RedirectRule {
-  @Sendable static func allows(_ response: HTTPURLResponse, _ request: URLRequest) -> Bool {
+  @Sendable static func allows(_ response: HTTPResponse, _ request: HTTPRequest) -> Bool {
     let authorized = response.value(forHTTPHeaderField: "FIDO-AppID-Redirect-Authorized")?.lowercased() == "true"
-    return authorized && request.url.map(LoopbackHost.isAllowed) == true
+    return authorized && LoopbackHost.isAllowed(request.url)
   }
 }

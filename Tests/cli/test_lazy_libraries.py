@@ -1,0 +1,221 @@
+"""Libraries loaded when a command needs them, not at start-up (`tokenbridge --version` maps no HTTP, TLS, QR or
+image library), and the HTTP transport: libcurl loaded at the first request, TLS verified against the system trust store (an untrusted or misnamed certificate is refused before
+any request is sent), and a clear error when libcurl is missing. Servers on loopback only; the trusted-CA and
+missing-library cases run the client in a mount namespace of their own with a file bound over the system's
+(the CA bundle, the library), so the product has no test-only trust setting."""
+import os
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+import zlib
+
+import pytest
+
+from conftest import TOKENBRIDGE
+
+REG_PATH = "/nevisfido/uaf/1.1/request/registration"
+
+
+@pytest.fixture
+def home(tmp_path):
+    return {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+
+def run(home, *args, env=(), prefix=()):
+    return subprocess.run([*prefix, TOKENBRIDGE, *args], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **home, **dict(env)), stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def register(home, server, **kw):
+    return run(home, "register", "--username", "u", "--server", server, **kw)
+
+
+class Server:
+    """HTTP(S) on 127.0.0.1: every request is answered 500; records the request lines it read, and for TLS
+    whether any handshake completed."""
+
+    def __init__(self, tls=None):
+        self.tls = tls
+        self.requests = []
+        self.handshakes = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn):
+        try:
+            conn.settimeout(30)
+            if self.tls:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+                self.handshakes += 1
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                head += data
+            self.requests.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+            conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        except (OSError, ssl.SSLError):
+            pass  # the client refused the certificate
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def servers():
+    started = []
+
+    def start(tls=None):
+        s = Server(tls)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def pki(tmp_path):
+    """A CA and a server certificate it signed for IP 127.0.0.1 only (not for the name localhost)."""
+    d = tmp_path / "pki"
+    d.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=TokenBridge test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
+    (d / "ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "ext", cwd=d)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "server.pem", d / "server.key")
+    return d, ctx
+
+
+def with_binds(binds):
+    """A command prefix: a private mount namespace where each (file, over) pair is bound (file over `over`)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare for a private mount namespace")
+    script = "".join(f'mount --bind "{src}" "{dst}" && ' for src, dst in binds) + 'exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
+def system_ca_bundle():
+    """Where this system's libcurl reads its trust store (curl-config --ca), e.g. /etc/ssl/certs/ca-certificates.crt."""
+    path = subprocess.run(["curl-config", "--ca"], capture_output=True, text=True).stdout.strip()
+    if not path or not os.path.isfile(path):
+        pytest.skip("no system CA bundle file to bind over")
+    return path
+
+
+def loaded_libraries(home, *args, **kw):
+    """The shared objects the dynamic loader maps for `tokenbridge ARGS` (LD_DEBUG=files), and the result."""
+    r = run(home, *args, env={"LD_DEBUG": "files"}, **kw)
+    return {line.split("file=", 1)[1].split()[0] for line in r.stderr.splitlines() if "file=" in line}, r
+
+
+LAZY = ("libcurl", "libgnutls", "libnghttp2", "libssh2", "libzbar", "libX11", "libdbus", "libv4l", "libpng", "libjpeg")
+
+
+def test_version_maps_no_http_or_image_library(home):
+    libs, r = loaded_libraries(home, "--version")
+    assert r.returncode == 0, r.stderr
+    assert libs, "LD_DEBUG=files printed nothing: the check would see nothing"
+    assert not [l for l in libs if l.startswith(LAZY)], sorted(libs)
+
+
+def blank_png(path):
+    """An 8x8 white grayscale PNG (no QR code in it)."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = b"".join(b"\0" + bytes([255] * 8) for _ in range(8))
+    ihdr = struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return str(path)
+
+
+def test_qr_libraries_are_loaded_at_the_first_scan(home, tmp_path):
+    libs, r = loaded_libraries(home, "oob", "--qr-image", blank_png(tmp_path / "blank.png"), "--decode-only")
+    assert r.returncode == 31 and "No QR code was found in the image" in r.stderr, r.stderr
+    assert {"libzbar.so.0", "libpng16.so.16"} <= libs, sorted(libs)
+
+
+def test_missing_qr_library_is_a_clear_error(home, tmp_path):
+    found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    [zbar] = {line.split("=>")[1].strip() for line in found.splitlines()
+              if line.strip().startswith("libzbar.so.0 ") and "x86-64" in line}
+    r = run(home, "oob", "--qr-image", blank_png(tmp_path / "blank.png"), "--decode-only",
+            prefix=with_binds([("/dev/null", zbar)]))
+    assert r.returncode == 1, r.stderr
+    assert "tokenbridge: QR images cannot be read: " in r.stderr and "libzbar.so.0" in r.stderr, r.stderr
+    assert "(Debian: apt install libzbar0 libpng16-16 libjpeg62-turbo)." in r.stderr, r.stderr
+
+
+def test_libcurl_is_loaded_at_the_first_request(home, servers):
+    server = servers()
+    libs, r = loaded_libraries(home, "register", "--username", "u", "--server", f"http://127.0.0.1:{server.port}")
+    assert r.returncode == 21 and "The server answered HTTP 500." in r.stderr, r.stderr
+    assert server.requests == [f"POST {REG_PATH} HTTP/1.1"]
+    assert [l for l in libs if l.startswith("libcurl")], sorted(libs)
+
+
+def test_https_to_an_untrusted_certificate_is_refused(home, servers, pki):
+    server = servers(pki[1])
+    r = register(home, f"https://127.0.0.1:{server.port}")
+    assert r.returncode == 21, r.stderr
+    assert "tokenbridge: The server cannot be reached: 127.0.0.1: SSL certificate problem" in r.stderr, r.stderr
+    assert server.requests == [] and server.handshakes == 0
+
+
+def test_https_with_the_ca_in_the_system_trust_store_is_accepted(home, servers, pki):
+    server = servers(pki[1])
+    prefix = with_binds([(pki[0] / "ca.pem", system_ca_bundle())])
+    r = register(home, f"https://127.0.0.1:{server.port}", prefix=prefix)
+    assert r.returncode == 21 and "The server answered HTTP 500." in r.stderr, r.stderr
+    assert server.requests == [f"POST {REG_PATH} HTTP/1.1"]
+
+
+def test_https_to_a_certificate_for_another_name_is_refused(home, servers, pki):
+    # Trusted CA, but the certificate names 127.0.0.1 only: "localhost" does not match it.
+    server = servers(pki[1])
+    prefix = with_binds([(pki[0] / "ca.pem", system_ca_bundle())])
+    r = register(home, f"https://localhost:{server.port}", prefix=prefix)
+    assert r.returncode == 21, r.stderr
+    assert "tokenbridge: The server cannot be reached: localhost: " in r.stderr, r.stderr
+    assert "localhost" in r.stderr.split("localhost: ", 1)[1], r.stderr  # curl names the host it did not match
+    assert server.requests == []
+
+
+def test_missing_libcurl_is_a_clear_error(home, servers):
+    server = servers()
+    found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    libs = {line.split("=>")[1].strip() for line in found.splitlines()
+            if line.strip().startswith(("libcurl.so.4 ", "libcurl-gnutls.so.4 ")) and "x86-64" in line}
+    if not libs:
+        pytest.skip("no libcurl on this machine to hide")
+    r = register(home, f"http://127.0.0.1:{server.port}", prefix=with_binds([("/dev/null", l) for l in libs]))
+    assert r.returncode == 21, r.stderr
+    assert "tokenbridge: Not contacted: libcurl cannot be loaded (" in r.stderr, r.stderr
+    assert "HTTP needs libcurl 7.85 or newer (Debian: apt install libcurl4)." in r.stderr, r.stderr
+    assert server.requests == []
