@@ -69,13 +69,14 @@ def test_run_one_by_id(card, rp, home):
     [t] = targets(server)
     first = dispatch(server, t["id"], "Auth", username="alice")
     second = dispatch(server, t["id"], "Reg", username="carol")
-    r = tb(home, "pending", "--run", second["sessionId"], "--yes", pins=["123456"])
+    # --run=ID: a session id may start with "-" (base64url), which as a separate word would read as an option.
+    r = tb(home, "pending", f"--run={second['sessionId']}", "--yes", pins=["123456"])
     assert r.returncode == 0, r.stderr
     assert f"About to run a registration at {server.url}" in r.stderr and "Registered carol" in r.stdout
     # The new account got its dispatch target too; the operation is no longer pending.
     assert sorted(x["username"] for x in targets(server)) == ["alice", "carol"]
     assert [o["id"] for o in pending(home)["operations"]] == [first["sessionId"]]
-    r = tb(home, "pending", "--run", first["sessionId"], "--yes", pins=["123456"])
+    r = tb(home, "pending", f"--run={first['sessionId']}", "--yes", pins=["123456"])
     assert r.returncode == 0 and "Authenticated as alice" in r.stdout, r.stderr
     assert pending(home)["operations"] == []
     assert tb(home, "pending").stdout == "No pending operations.\n"

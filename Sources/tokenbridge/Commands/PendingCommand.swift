@@ -7,8 +7,8 @@ struct Pending: ParsableCommand {
     commandName: "pending",
     abstract: "List the out-of-band operations waiting for this device (neither processed nor timed out); run one.",
     discussion: """
-      The servers are asked with a signed request (Device-Signature). On a terminal you pick one to run; --run ID \
-      runs that one. It runs as tokenbridge oob would run its QR code: shown and confirmed first (--yes).
+      The servers are asked with a signed request (Device-Signature). On a terminal you pick one to run; --run=ID \
+      runs that one (with "=": an id may start with "-"). It runs as tokenbridge oob would run its QR code: shown and confirmed first (--yes).
       """)
   @OptionGroup var options: GlobalOptions
   @Option(help: "Also ask this server (default: every server this device has accounts at).") var server: String?
