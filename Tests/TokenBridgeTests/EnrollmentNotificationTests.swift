@@ -73,7 +73,7 @@ import Testing
     #expect(
       n.command(.enrolled(tokenID: "fido2-hidraw0", username: "alice", server: "https://example.org"))
         == [
-          "/bin/sh", "--app-name=TokenBridge", "Token enrolled",
+          "/bin/sh", "--app-name=TokenBridge", "--", "Token enrolled",
           "fido2-hidraw0 is registered for alice at https://example.org.",
         ])
   }

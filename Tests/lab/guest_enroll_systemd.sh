@@ -38,9 +38,10 @@ sc="$w/scenario.json"
 scenario() { printf '{"answers": %s}\n' "$1" >"$sc"; rm -f "$sc.pos"; }
 # As an administrator would: through a PAM session of root (`-M root@`). Root lingers in the lab: its user manager
 # outlives the session (without linger, logind stops user@0.service 10 s after the session closes: SIGTERM).
-systemctl --user -M root@ set-environment PINENTRY_PROGRAM="$LAB_ROOT/Tests/lab/guest_enroll_pinentry.sh" \
-  SCRIPTED_PINENTRY_SCENARIO="$sc" PATH="$PATH"
-systemctl --user -M root@ daemon-reload
+# (Without XDG_RUNTIME_DIR and the bus address: with them, systemctl would skip the session and use the bus.)
+env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ set-environment \
+  PINENTRY_PROGRAM="$LAB_ROOT/Tests/lab/guest_enroll_pinentry.sh" SCRIPTED_PINENTRY_SCENARIO="$sc" PATH="$PATH"
+env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ daemon-reload
 
 journal() { journalctl --no-pager -o cat; }
 # Units of tokenbridge-enroll@ that ended (finished or failed) so far.
@@ -140,6 +141,7 @@ echo "ask_again_remembered=$(journal | grep -c 'usb-1209-0001-20000001 was decli
 echo "forget=$("$tb" enroll --reset usb-1209-0001-20000001 2>&1)"
 echo "forget_memory=$(memory)"
 
+echo "root_sessions_closed=$(journal | grep -c 'session closed for user root')"
 echo "user_manager=$(systemctl show user@0.service -p ActiveState --value)"
 echo "user_manager_stopped=$(journal | grep -c '^Stopping user@0.service')"
 echo "units_failed_total=$(journal | grep -c '^Failed to start tokenbridge-enroll@')"

@@ -278,7 +278,7 @@ public struct DesktopNotifier: Sendable {
   public func command(_ e: Event) -> [String]? {
     let (title, body) = Self.text(e)
     if FileManager.default.isExecutableFile(atPath: notifySend) {
-      return [notifySend, "--app-name=TokenBridge", title, body]
+      return [notifySend, "--app-name=TokenBridge", "--", title, body]
     }
     guard FileManager.default.isExecutableFile(atPath: busctl) else { return nil }
     // Notify(app_name s, replaces_id u, app_icon s, summary s, body s, actions as, hints a{sv}, timeout i); "--"
