@@ -67,4 +67,27 @@ struct USBIdentityTests {
     #expect(grouped.map(\.usbDevice) == ["usb-1209-0001-20000001", "usb-1209-0001-20000001", nil])
     #expect(grouped.map(\.sameDeviceAs) == [["fido2-hidraw0"], ["piv-20000001"], nil])
   }
+
+  @Test func aListingShowsOnePhysicalTokenOnce() {
+    var key = TokenInfo(id: "fido2-hidraw0", kind: .fido2, name: "key", capabilities: ["fido2", "hmac-secret"])
+    key.pin = PINStatus(kind: .pin, retriesLeft: 8)
+    key.fido2 = FIDO2Info(
+      versions: ["FIDO_2_1"], extensions: ["hmac-secret"], options: ["clientPin": true], pinProtocols: [2],
+      minPINLength: 4, forcePINChange: false, aaguid: "00")
+    // The key comes first (discovery's order), the card names the merged token: its id survives a replug.
+    let merged = USBIdentity.merge(
+      USBIdentity.group(
+        [
+          key,
+          TokenInfo(
+            id: "piv-20000001", kind: .piv, name: "card", reader: "Virtual Token CCID [CCID] (20000001) 00 00",
+            capabilities: ["piv-sign", "fido2"]),
+          TokenInfo(id: "piv-5", kind: .piv, name: "other", reader: "Virtual PCD 00 00", capabilities: []),
+        ], sys: root))
+    #expect(merged.map(\.id) == ["piv-20000001", "piv-5"])
+    #expect(merged[0].ids == ["piv-20000001", "fido2-hidraw0"] && merged[0].kinds == [.piv, .fido2])
+    #expect(merged[0].capabilities == ["piv-sign", "fido2", "hmac-secret"])
+    #expect(merged[0].fido2PIN == key.pin && merged[0].fido2 == key.fido2 && merged[0].sameDeviceAs == nil)
+    #expect(merged[1].ids == nil && merged[1].kinds == nil)
+  }
 }

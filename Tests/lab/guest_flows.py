@@ -44,10 +44,12 @@ def main():
         steps = [tb(home, "tokens", "--json")]
         sel = []
         if resident:
-            listed = [t for t in json.loads(steps[0]["stdout"]) if t["kind"] == ("piv" if kind == "piv" else "fido2")]
+            want = "piv" if kind == "piv" else "fido2"
+            listed = [t for t in json.loads(steps[0]["stdout"]) if want in t.get("kinds", [t["kind"]])]
             if len(listed) != 1:
                 sys.exit(f"expected one {kind} token in the guest, tokens --json lists: {steps[0]['stdout']}")
-            sel = ["--token", listed[0]["id"]]
+            # A composite token's ids: the card's and the key's; the flow names the part it tests.
+            sel = ["--token", [i for i in listed[0].get("ids", [listed[0]["id"]]) if i.startswith(want + "-")][0]]
             if kind == "fido" and listed[0]["fido2"]["options"].get("clientPin"):
                 sys.exit("the FIDO2 key has a PIN: the destructive flows need one without (reset it first); "
                          "no PIN was tried")

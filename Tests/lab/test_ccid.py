@@ -54,10 +54,10 @@ def test_tokenbridge_piv_flows_through_ccid(dut):
     result = flows(dut, "piv")
     steps = {s["cmd"].split(" --")[0]: s for s in result["steps"]}
     assert all(s["rc"] == 0 for s in result["steps"]), result["steps"]
-    listed = [(t["kind"], t["id"]) for t in json.loads(steps["tokens"]["stdout"])]
+    listed = json.loads(steps["tokens"]["stdout"])
     if dut.virtual:
-        assert listed == [("piv", "piv-20000001")]
+        assert [(t["kind"], t["id"]) for t in listed] == [("piv", "piv-20000001")]
     else:
-        assert [k for k, _ in listed].count("piv") == 1
+        assert len([t for t in listed if "piv" in t.get("kinds", [t["kind"]])]) == 1
     assert json.loads(steps["pin status"]["stdout"])["pin"]["retriesLeft"] == 3  # PIV's factory default, ours too
     assert [r["aaid"] for r in result["registrations"]] == ["7B1D#0001"] and result["after"] == []

@@ -21,20 +21,33 @@ env -u TOKENBRIDGE_VIRTUAL_FIDO "${{TB_BIN:-$LAB_ROOT/.build/debug}}/tokenbridge
         assert seen.startswith(
             "/dev/hidraw0: vendor=0x1209, product=0x0001 (TokenBridge Virtual FIDO2 Key and PIV Card)")
         assert "0: Virtual Token CCID [CCID] (20000001) 00 00" in seen.splitlines()
-        assert [t["kind"] for t in listed] == ["fido2", "piv"]
-        # One physical token: both are on USB device usb-1209-0001-20000001 and name each other.
-        assert {t["usbDevice"] for t in listed} == {"usb-1209-0001-20000001"}
-        assert [t["sameDeviceAs"] for t in listed] == [["piv-20000001"], ["fido2-hidraw0"]]
+        # One physical token, one entry: named by the card's id, with both ids, kinds and capabilities.
+        [t] = listed
+        assert (t["id"], t["ids"], t["kinds"]) == ("piv-20000001", ["piv-20000001", "fido2-hidraw0"], ["piv", "fido2"])
+        assert t["usbDevice"] == "usb-1209-0001-20000001" and "sameDeviceAs" not in t
+        assert {"fido2", "hmac-secret"} <= set(t["capabilities"]) and t["fido2"]["options"]["clientPin"] is False
+        assert t["pin"]["retriesLeft"] == 3 and "fido2PIN" in t
     else:
         # A real token may have more interfaces (a YubiKey's OTP keyboard): FIDO HID and CCID on one device.
         assert lines[0] == "1" and f"iSerial 3 {dut.info['serial']}" in lines
         assert "bInterfaceClass 3 Human Interface Device" in lines and "bInterfaceClass 11 Chip/SmartCard" in lines
-        fido = [t for t in listed if t["kind"] == "fido2"]
-        piv = [t for t in listed if t["kind"] == "piv"]
-        assert len(fido) == 1 and len(piv) == 1, listed
-        vid, pid = dut.info["vidpid"].split(":")
-        assert fido[0]["usbDevice"] == piv[0]["usbDevice"] == f"usb-{vid}-{pid}-{dut.info['serial']}"
-        assert fido[0]["sameDeviceAs"] == [piv[0]["id"]] and piv[0]["sameDeviceAs"] == [fido[0]["id"]]
+        [t] = [t for t in listed if t.get("usbDevice") == f"usb-{dut.info['vidpid'].replace(':', '-')}-{dut.info['serial']}"]
+        assert t["kinds"] == ["piv", "fido2"] and t["id"] == t["ids"][0] and t["ids"][1].startswith("fido2-hidraw")
+
+
+def test_token_takes_either_id_of_a_composite_token(devices):
+    """--token with the FIDO2 key's id names the PIV card of the same USB device for a PIV command, and back."""
+    r = devices.sh("""tb="${TB_BIN:-$LAB_ROOT/.build/debug}/tokenbridge"
+export XDG_DATA_HOME=$(mktemp -d) XDG_CONFIG_HOME=$(mktemp -d)
+"$tb" key generate --slot 9c --token fido2-hidraw0 >/dev/null; echo "generate=$?"
+"$tb" key public --slot 9c --token fido2-hidraw0 | head -1
+"$tb" fido2 info --token piv-20000001 --json | python3 -c "import json,sys; print('fido2-info', json.load(sys.stdin)['token'])"
+"$tb" key public --slot 9c --token fido2-hidraw9; echo "unknown=$?"
+""", attach=["composite"])
+    lines = r.stdout.splitlines()
+    assert "generate=0" in lines and "-----BEGIN PUBLIC KEY-----" in lines, r.stdout
+    assert "fido2-info fido2-hidraw0" in lines, r.stdout
+    assert "unknown=4" in lines, r.stdout
 
 
 DETACH = r"""

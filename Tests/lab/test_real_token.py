@@ -19,7 +19,7 @@ pcsc_scan -r; echo ---
 env -u TOKENBRIDGE_VIRTUAL_FIDO "${TB_BIN:-$LAB_ROOT/.build/debug}/tokenbridge" tokens --json""", kind="fido"
                if info["fido"] else "ccid")
     udev, fido, readers, tokens = r.stdout.split("---\n")
-    kinds = {t["kind"] for t in json.loads(tokens)}
+    kinds = {k for t in json.loads(tokens) for k in t.get("kinds", [t["kind"]])}
     if info["fido"]:
         assert "ID_FIDO_TOKEN=1" in udev.splitlines() and "TOKENBRIDGE_TOKEN=fido2" in udev.splitlines()
         assert fido.startswith(f"/dev/{info['hidraw']}") and "fido2" in kinds

@@ -303,7 +303,9 @@ extension TokenSelection {
     try wait.run(id: id) { () throws(OperationError) in try chooseFIDO2Now(id: id, selector: selector) }
   }
 
-  func chooseFIDO2Now(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredFIDO2 {
+  func chooseFIDO2Now(id: String?, selector: TokenSelector?, aliasing: Bool = true) throws(OperationError)
+    -> DiscoveredFIDO2
+  {
     var discovery = discovery
     discovery.onlyID = id
     let result: DiscoveryResult
@@ -312,6 +314,10 @@ extension TokenSelection {
     if let id {
       if let hit = keys.first(where: { $0.info.id == id }) { return hit }
       if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
+      // The PIV card's id of a token that is also a FIDO2 key (one USB device) names that key.
+      if aliasing, let other = discovery.sibling(of: id) {
+        return try chooseFIDO2Now(id: other, selector: selector, aliasing: false)
+      }
       if result.found.contains(where: { $0.info.id == id }) {
         throw .token(.unsupported("FIDO2 commands (\(id) is a PIV card)"))
       }

@@ -53,7 +53,9 @@ public struct TokenSelection {
     try wait.run(id: id) { () throws(OperationError) in try chooseNow(id: id, selector: selector) }
   }
 
-  func chooseNow(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {
+  func chooseNow(id: String?, selector: TokenSelector?, aliasing: Bool = true) throws(OperationError)
+    -> DiscoveredToken
+  {
     let result: DiscoveryResult
     var discovery = discovery
     discovery.onlyID = id
@@ -61,6 +63,10 @@ public struct TokenSelection {
     do { result = try discovery.discover() } catch { throw .token(error) }
     if let id {
       guard let hit = result.found.first(where: { $0.info.id == id }) else {
+        // The FIDO2 key's id of a token that is also a PIV card (one USB device) names that card.
+        if aliasing, let other = discovery.sibling(of: id) {
+          return try chooseNow(id: other, selector: selector, aliasing: false)
+        }
         throw .tokenNotFound(id, available: result.tokens)
       }
       return hit

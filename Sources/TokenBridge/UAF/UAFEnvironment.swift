@@ -167,7 +167,7 @@ public struct TokenListing: Sendable {
   public init(trace: TraceSink?) throws(OperationError) {
     let r: DiscoveryResult
     do { r = try TokenDiscovery(trace: trace).discover() } catch { throw .token(error) }
-    tokens = USBIdentity.group(r.tokens)
+    tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
     emptyReaders = r.emptyReaders
     readerCount = r.readerCount
     problems = r.unusableCards.map { "\(displayable($0.reader)): \(ErrorReport.unusable($0.reason))" }

@@ -26,6 +26,11 @@ public struct TokenInfo: Codable, Sendable, Equatable {
   public var usbDevice: String?
   /// The other tokens on the same USB device (their ids).
   public var sameDeviceAs: [String]?
+  /// A listing's one physical token (`USBIdentity.merge`): every id that names it (`--token` takes either), its
+  /// kinds, and the FIDO2 key's PIN when the token is a PIV card and a FIDO2 key in one USB device.
+  public var ids: [String]?
+  public var kinds: [TokenKind]?
+  public var fido2PIN: PINStatus?
 }
 
 /// A FIDO2 key found by discovery, with its open session.
@@ -231,6 +236,19 @@ public struct TokenDiscovery {
   /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET SERIAL (CHUID only when
   /// there is no serial), PIN status; with `details` (or several tokens) also GET VERSION and the PIN's
   /// metadata, and the PUK status when `includePUK`. PIN status is read without spending a try.
+  /// `--token` names a physical token by either of its ids: the id of the other part of the same USB device (a
+  /// FIDO2 key's for a PIV card's, and back), from a discovery of everything; nil when there is none.
+  public func sibling(of id: String) -> String? {
+    var all = TokenDiscovery(trace: nil, includePUK: false, includeFIDO2: true)
+    all.details = false
+    all.virtualFIDO2Paths = virtualFIDO2Paths
+    all.fido2Deadlines = fido2Deadlines
+    guard let found = try? all.discover() else { return nil }
+    let grouped = USBIdentity.group(found.tokens)
+    guard let key = grouped.first(where: { $0.id == id })?.usbDevice else { return nil }
+    return grouped.first(where: { $0.usbDevice == key && $0.id != id })?.id
+  }
+
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
     let probes = includeFIDO2 ? startFIDO2Probes() : []

@@ -78,6 +78,35 @@ public struct USBIdentity: Equatable, Sendable {
     return out
   }
 
+  /// One entry per physical token: tokens that share a USB device (`group` first) become one, named by the PIV
+  /// card's id (it survives a replug; a hidraw number does not), with every id in `ids`, both kinds, the union of
+  /// the capabilities, the FIDO2 key's getInfo in `fido2` and its PIN in `fido2PIN`.
+  public static func merge(_ grouped: [TokenInfo]) -> [TokenInfo] {
+    var out: [TokenInfo] = []
+    var done = Set<String>()
+    for t in grouped {
+      guard let key = t.usbDevice, t.sameDeviceAs != nil else {
+        out.append(t)
+        continue
+      }
+      guard done.insert(key).inserted else { continue }
+      let parts = grouped.filter { $0.usbDevice == key }
+      var one = parts.first(where: { $0.kind == .piv }) ?? parts[0]
+      one.ids = [one.id] + parts.map(\.id).filter { $0 != one.id }
+      one.kinds = [one.kind] + parts.map(\.kind).filter { $0 != one.kind }
+      for p in parts where p.id != one.id {
+        one.capabilities += p.capabilities.filter { !one.capabilities.contains($0) }
+        if p.kind == .fido2 {
+          one.fido2 = p.fido2
+          one.fido2PIN = p.pin
+        }
+      }
+      one.sameDeviceAs = nil
+      out.append(one)
+    }
+    return out
+  }
+
   static func read(_ dir: String, name: String) throws(LookupError) -> USBIdentity {
     let fm = FileManager.default
     guard let vendor = attribute(dir, "idVendor"), let product = attribute(dir, "idProduct") else {
