@@ -26,7 +26,7 @@ env -u TOKENBRIDGE_VIRTUAL_FIDO "${{TB_BIN:-$LAB_ROOT/.build/debug}}/tokenbridge
         assert (t["id"], t["ids"], t["kinds"]) == ("piv-20000001", ["piv-20000001", "fido2-hidraw0"], ["piv", "fido2"])
         assert t["usbDevice"] == "usb-1209-0001-20000001" and "sameDeviceAs" not in t
         assert {"fido2", "hmac-secret"} <= set(t["capabilities"]) and t["fido2"]["options"]["clientPin"] is False
-        assert t["pin"]["retriesLeft"] == 3 and "fido2PIN" in t
+        assert t["pin"]["retriesLeft"] == 3 and "fido2PIN" not in t  # a fresh key: no PIN yet
     else:
         # A real token may have more interfaces (a YubiKey's OTP keyboard): FIDO HID and CCID on one device.
         assert lines[0] == "1" and f"iSerial 3 {dut.info['serial']}" in lines

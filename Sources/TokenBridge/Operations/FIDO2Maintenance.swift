@@ -306,6 +306,20 @@ extension TokenSelection {
   func chooseFIDO2Now(id: String?, selector: TokenSelector?, aliasing: Bool = true) throws(OperationError)
     -> DiscoveredFIDO2
   {
+    if let id, aliasing {
+      // The PIV card's id of a token that is also a FIDO2 key (one USB device) names that key; the first
+      // discovery's sessions are closed before the second one looks.
+      do throws(OperationError) {
+        return try chooseFIDO2Now(id: id, selector: selector, aliasing: false)
+      } catch {
+        switch error {
+        case .tokenNotFound, .token(.unsupported): break
+        default: throw error
+        }
+        guard let other = discovery.sibling(of: id) else { throw error }
+        return try chooseFIDO2Now(id: other, selector: selector, aliasing: false)
+      }
+    }
     var discovery = discovery
     discovery.onlyID = id
     let result: DiscoveryResult
@@ -314,10 +328,6 @@ extension TokenSelection {
     if let id {
       if let hit = keys.first(where: { $0.info.id == id }) { return hit }
       if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
-      // The PIV card's id of a token that is also a FIDO2 key (one USB device) names that key.
-      if aliasing, let other = discovery.sibling(of: id) {
-        return try chooseFIDO2Now(id: other, selector: selector, aliasing: false)
-      }
       if result.found.contains(where: { $0.info.id == id }) {
         throw .token(.unsupported("FIDO2 commands (\(id) is a PIV card)"))
       }

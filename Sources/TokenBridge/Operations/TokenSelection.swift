@@ -56,6 +56,16 @@ public struct TokenSelection {
   func chooseNow(id: String?, selector: TokenSelector?, aliasing: Bool = true) throws(OperationError)
     -> DiscoveredToken
   {
+    if let id, aliasing {
+      // The FIDO2 key's id of a token that is also a PIV card (one USB device) names that card. The first
+      // discovery's cards are let go before the second one looks (it would wait for their transactions).
+      do throws(OperationError) {
+        return try chooseNow(id: id, selector: selector, aliasing: false)
+      } catch {
+        guard case .tokenNotFound = error, let other = discovery.sibling(of: id) else { throw error }
+        return try chooseNow(id: other, selector: selector, aliasing: false)
+      }
+    }
     let result: DiscoveryResult
     var discovery = discovery
     discovery.onlyID = id
@@ -63,10 +73,6 @@ public struct TokenSelection {
     do { result = try discovery.discover() } catch { throw .token(error) }
     if let id {
       guard let hit = result.found.first(where: { $0.info.id == id }) else {
-        // The FIDO2 key's id of a token that is also a PIV card (one USB device) names that card.
-        if aliasing, let other = discovery.sibling(of: id) {
-          return try chooseNow(id: other, selector: selector, aliasing: false)
-        }
         throw .tokenNotFound(id, available: result.tokens)
       }
       return hit
