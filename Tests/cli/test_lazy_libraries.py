@@ -219,3 +219,21 @@ def test_missing_libcurl_is_a_clear_error(home, servers):
     assert "tokenbridge: Not contacted: libcurl cannot be loaded (" in r.stderr, r.stderr
     assert "HTTP needs libcurl 7.85 or newer (Debian: apt install libcurl4)." in r.stderr, r.stderr
     assert server.requests == []
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["tokens", "--help"], ["register", "--help"]])
+def test_version_and_help_open_nothing(home, tmp_path, args):
+    """No SQLite file, no pcscd socket, no hidraw node, no socket at all: what --version and --help need is in the
+    binary (strace records every open and socket call of the process)."""
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed (Tools/setup installs it)")
+    for d in home.values():
+        os.makedirs(d, exist_ok=True)
+    trace = tmp_path / "trace"
+    r = run(home, *args, prefix=["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=openat,open,socket,connect"])
+    assert r.returncode == 0, r.stderr
+    calls = trace.read_text().splitlines()
+    assert any("openat(" in c for c in calls), calls  # the trace saw the loader's opens: it would see others
+    assert not [c for c in calls if "socket(" in c or "connect(" in c], calls
+    opened = [c for c in calls if "openat(" in c or "open(" in c]
+    assert not [c for c in opened if any(d in c for d in home.values()) or "/dev/" in c or "pcscd" in c], opened
