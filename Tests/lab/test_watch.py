@@ -46,7 +46,8 @@ def test_composite_attach_and_detach_is_one_token(devices):
     head, _, events = r.stdout.partition("---\n")
     assert "watch-rc=0" in head, r.stdout
     tokens = json.loads(next(l for l in head.splitlines() if l.startswith("[")))
-    ids = sorted(t["id"] for t in tokens)
+    [token] = tokens  # one physical token, one entry (tokens --json)
+    ids = sorted(token["ids"])
     assert ids == ["fido2-hidraw0", "piv-20000001"], tokens
     lines = [json.loads(l) for l in events.splitlines()]
     kinds = [e["event"] for e in lines if not e["event"].startswith("reader-")]

@@ -83,6 +83,11 @@ public struct PasswordChange {
     do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
       throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
     }
+    // The key's AAGUID, to know it again: discovery may have kept only what libfido2 read at open (no AAGUID).
+    var expected = token.info.fido2?.aaguid ?? ""
+    if expected.isEmpty || token.info.fido2?.isComplete == false {
+      do { expected = try token.session.info().aaguid } catch { throw .token(error) }
+    }
     // Let go of the node: an open hidraw node keeps its number taken, and the key would come back as another.
     token.session.close()
     notifier.reinsertionNeeded(token.info)
@@ -93,7 +98,7 @@ public struct PasswordChange {
     }
     do { try token.session.reopen(at: path) } catch { throw .token(error) }
     // The same key (a different one plugged in meanwhile would be asked for the wrong PIN).
-    if let expected = token.info.fido2?.aaguid {
+    if !expected.isEmpty {
       let found: String
       do { found = try token.session.info().aaguid } catch { throw .token(error) }
       guard found == expected else {

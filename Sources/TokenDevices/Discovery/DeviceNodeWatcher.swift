@@ -65,16 +65,7 @@ public final class DeviceNodeWatcher {
       if ready == 0 { continue }
       let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
       if n <= 0 { continue }
-      var offset = 0
-      while offset + MemoryLayout<inotify_event>.size <= n {
-        let (mask, len) = buffer.withUnsafeBytes { raw in
-          let ev = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-          return (ev.mask, Int(ev.len))
-        }
-        let nameStart = offset + MemoryLayout<inotify_event>.size
-        let nameBytes = buffer[nameStart..<min(n, nameStart + len)].prefix { $0 != 0 }
-        let node = String(decoding: nameBytes, as: UTF8.self)
-        offset = nameStart + len
+      for (node, mask) in InotifyEvents.names(buffer, count: n) {
         guard isCandidate(node) else { continue }
         if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
           if node == name { removed = true }
