@@ -195,7 +195,7 @@ enum Msg {
     #expect(d.authenticators[2].covers(aaid: "F1D0#0001", keyID: key))
   }
 
-  @Test func badEntriesAreRefused() {
+  @Test func badEntriesAreRefused() throws {
     #expect(throws: UAFMessageError.invalidField(request: 0, field: "authenticators[1].aaid", rule: .aaid)) {
       try Msg.decode(Msg.dereg([("7B1D#0001", key), ("7B1D", key)]))
     }
@@ -215,6 +215,11 @@ enum Msg {
     ) {
       try Msg.decode(Msg.dereg([("7B1D#0001", "")], header: uaf10))
     }
-    #expect(throws: Never.self) { try Msg.decode(Msg.dereg([("7B1D#0001", key)], header: uaf10)) }
+    // A key-scoped entry is valid in UAF 1.0: it decodes to exactly that key's scope.
+    guard case .deregistration(let d) = try Msg.decode(Msg.dereg([("7B1D#0001", key)], header: uaf10)) else {
+      Issue.record("not a deregistration")
+      return
+    }
+    #expect(d.authenticators.map(\.scope) == [.key(aaid: "7B1D#0001", keyID: key)])
   }
 }
