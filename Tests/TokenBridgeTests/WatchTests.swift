@@ -119,3 +119,10 @@ import Testing
     #expect(run(w, []).map(\.event) == [.changed])
   }
 }
+
+/// What a failure of the node watcher or of libusb hotplug says: the OS's words, never the enum's text.
+@Test func watcherFailuresReadAsSentences() {
+  #expect(DeviceNodeWatcher.WaitError.unavailable(EMFILE).explanation == "Too many open files")
+  #expect(USBHotplug.StartError.noHotplug.explanation == "this libusb has no hotplug support")
+  #expect(USBHotplug.StartError.initFailed(-3).explanation == "libusb_init failed (libusb error -3)")
+}

@@ -231,14 +231,14 @@ public struct FIDO2Maintenance {
     let ref = key.session.ref
     let watcher: DeviceNodeWatcher
     do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
-      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
     key.session.close()  // let go of the device before it goes
     interaction.replugNeeded(plan)
     let path: String
     do { path = try watcher.waitForReplug(timeoutSeconds: interactionTimeout) } catch {
       if case .timedOut = error { throw .timedOut }
-      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
     let session: FIDO2Session
     do {

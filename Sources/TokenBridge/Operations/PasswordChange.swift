@@ -81,7 +81,7 @@ public struct PasswordChange {
     let ref = token.session.ref
     let watcher: DeviceNodeWatcher
     do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
-      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
     // The key's AAGUID, to know it again: discovery may have kept only what libfido2 read at open (no AAGUID).
     var expected = token.info.fido2?.aaguid ?? ""
@@ -94,7 +94,7 @@ public struct PasswordChange {
     let path: String
     do { path = try watcher.waitForReplug(timeoutSeconds: interactionTimeout) } catch {
       if case .timedOut = error { throw .timedOut }
-      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error))"))
+      throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
     do { try token.session.reopen(at: path) } catch { throw .token(error) }
     // The same key (a different one plugged in meanwhile would be asked for the wrong PIN).

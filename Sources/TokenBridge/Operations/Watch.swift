@@ -120,7 +120,7 @@ public final class TokenWatch: @unchecked Sendable {
     // Watchers first, then the state: nothing that happens in between is lost.
     var usbProblem: String?
     var hotplug: USBHotplug?
-    do { hotplug = try USBHotplug() } catch { usbProblem = "\(error)" }
+    do { hotplug = try USBHotplug() } catch { usbProblem = error.explanation }
     usb = hotplug
     self.hotplug = usbProblem.map { "none (libusb: \($0))" } ?? "libusb"
     pcsc = PCSCWatcher()
@@ -155,7 +155,7 @@ public final class TokenWatch: @unchecked Sendable {
     pcsc.start { [self] e in push(.pcsc(e)) }
     nodes.start { [self] e in push(.node(e)) }
     if let usb {
-      do { try usb.start { [self] e in push(.usb(e)) } } catch { hotplug = "none (libusb: \(error))" }
+      do { try usb.start { [self] e in push(.usb(e)) } } catch { hotplug = "none (libusb: \(error.explanation))" }
     }
     defer {
       pcsc.stop()
@@ -306,5 +306,26 @@ public final class TokenWatch: @unchecked Sendable {
     return WatchEvent(
       event: kind, token: g.token, ids: ids ?? g.ids, capabilities: kind == .removed ? nil : g.capabilities,
       device: g.device, source: kind == .removed || sources.isEmpty ? nil : sources.joined(separator: "; "))
+  }
+}
+
+extension USBHotplug.StartError {
+  /// What failed, for the `watch` line that names the hotplug source.
+  var explanation: String {
+    switch self {
+    case .initFailed(let code): "libusb_init failed (libusb error \(code))"
+    case .noHotplug: "this libusb has no hotplug support"
+    case .registerFailed(let code): "the hotplug callback was refused (libusb error \(code))"
+    }
+  }
+}
+
+extension DeviceNodeWatcher.WaitError {
+  /// What went wrong watching a key's device node, as a sentence fragment (not the enum's text).
+  var explanation: String {
+    switch self {
+    case .timedOut: "no re-insert in time"
+    case .unavailable(let code): String(cString: strerror(code))
+    }
   }
 }
