@@ -25,9 +25,6 @@ struct Tokens: ParsableCommand {
         if let ids = t.ids { print("  ids: \(ids.joined(separator: ", ")) (one USB device; --token takes either)") }
         if let r = t.reader { print("  reader: \(displayable(r))") }
         if let s = t.serial { print("  serial: \(s)") }
-        if let same = t.sameDeviceAs {
-          print("  same USB device as: \(same.joined(separator: ", ")) (one physical token)")
-        }
         guard t.kinds?.count ?? 1 > 1, let ids = t.ids else {
           for line in Render.pinLines(t) { print("  " + line) }
           continue
