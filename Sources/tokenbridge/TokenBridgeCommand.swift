@@ -92,8 +92,10 @@ struct GlobalOptions: ParsableArguments {
 
   /// PIV commands (keys): FIDO2 keys are not even enumerated. With --pin-fd no prompt shows a card's version
   /// or its PIN's maximum, so discovery does not read them.
-  func selection(includePUK: Bool = false, includeFIDO2: Bool) -> TokenSelection {
-    var s = TokenSelection(trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2, details: pinFd == nil)
+  /// `identify: false` for a command whose output never names the token (its id is read only to be shown).
+  func selection(includePUK: Bool = false, includeFIDO2: Bool, identify: Bool = true) -> TokenSelection {
+    var s = TokenSelection(
+      trace: traceSink, includePUK: includePUK, includeFIDO2: includeFIDO2, details: pinFd == nil, identify: identify)
     s.wait = tokenWait
     return s
   }

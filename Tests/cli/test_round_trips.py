@@ -1,5 +1,6 @@
 """APDUs per PIV command, counted from pcscd's own APDU log (pcscd -a; Tools/test starts it so): what each command
 sends, in order, so that a SELECT, a serial or a tries read sent twice fails here (issue 12). Counts only, no time."""
+import json
 import os
 
 import pytest
@@ -72,9 +73,11 @@ def test_verify_and_sign_select_once_and_read_the_tries_once(signing_key, home, 
     apdus.mark()
     r = sign(home, tmp_path, ["123456"])
     assert r.returncode == 0, r.stderr
-    # A script's run (--pin-fd) shows the token's id and its tries left, nothing more: GET SERIAL names the
-    # card, the empty VERIFY gives the tries (no GET VERSION to learn whether GET METADATA exists).
-    assert apdus.since() == [SELECT, SERIAL, TRIES, VERIFY, SIGN]
+    # A script's run (--pin-fd) of a command that names no token: the lone card is not asked who it is (no GET
+    # SERIAL: its lines name its reader), the empty VERIFY gives the tries (no GET VERSION to learn whether GET
+    # METADATA exists).
+    assert apdus.since() == [SELECT, TRIES, VERIFY, SIGN]
+    assert r.stderr == "PIV card in Virtual PCD 00 00 (piv-virtual-pcd-00-00): PIN 3 tries left.\n", r.stderr
 
 
 def test_a_wrong_pin_answer_gives_the_next_count(signing_key, home, apdus, tmp_path):  # noqa: F811
@@ -82,14 +85,25 @@ def test_a_wrong_pin_answer_gives_the_next_count(signing_key, home, apdus, tmp_p
     r = sign(home, tmp_path, ["000000", "123456"])
     assert r.returncode == 0, r.stderr
     assert "2 tries left" in r.stderr
+    # The card is named by its reader (it was not asked its serial).
+    assert "PIV card in " in r.stderr and "piv-5000000" not in r.stderr, r.stderr
     # 63C2 from the wrong VERIFY is the count before the second attempt: no second read of the tries.
-    assert apdus.since() == [SELECT, SERIAL, TRIES, VERIFY, VERIFY, SIGN]
+    assert apdus.since() == [SELECT, TRIES, VERIFY, VERIFY, SIGN]
 
 
 def test_pin_change_select_once_and_read_the_tries_once(card, home, apdus):  # noqa: F811
     apdus.mark()
     r = tb(home, "pin", "change", pins=["123456", "24681357"])
     assert r.returncode == 0, r.stderr
+    assert r.stdout == "PIN changed.\n"
+    assert apdus.since() == [SELECT, TRIES, CHANGE]
+
+
+def test_pin_change_with_json_names_the_token_so_it_asks_the_serial(card, home, apdus):  # noqa: F811
+    apdus.mark()
+    r = tb(home, "pin", "change", "--json", pins=["123456", "24681357"])
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"result": "PIN changed.", "token": "piv-5000000"}
     assert apdus.since() == [SELECT, SERIAL, TRIES, CHANGE]
 
 

@@ -8,10 +8,15 @@ public struct TokenSelection {
 
   /// `details: false` when nothing will show the token's firmware version or the PIN's maximum and default
   /// flag (a script's run: `--pin-fd`): a lone PIV card then costs SELECT, GET SERIAL and an empty VERIFY
-  /// before the command's own APDUs (`TokenDiscovery.details`).
-  public init(trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true, details: Bool = true) {
+  /// before the command's own APDUs (`TokenDiscovery.details`). `identify: false` as well, for a command that
+  /// never shows or keeps the token's id: a lone card is then not asked its serial (`TokenDiscovery.identify`).
+  public init(
+    trace: TraceSink? = nil, includePUK: Bool = true, includeFIDO2: Bool = true, details: Bool = true,
+    identify: Bool = true
+  ) {
     discovery = TokenDiscovery(trace: trace, includePUK: includePUK, includeFIDO2: includeFIDO2)
     discovery.details = details
+    discovery.identify = identify
   }
 
   /// Any kind of token (PIN commands work on PIV cards and FIDO2 keys alike).

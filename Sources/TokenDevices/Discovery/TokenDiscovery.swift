@@ -118,6 +118,12 @@ public struct TokenDiscovery {
   /// The version is read anyway when several tokens are present (a choice shows their names).
   public var details = true
 
+  /// Ask each card who it is (GET SERIAL, or the CHUID when it has no serial). Off, and only in a run without
+  /// `details`, a lone token with no `onlyID` is not asked: a command that never shows or stores the token's id
+  /// (a script's `key sign`, `pin change`) saves that APDU. Such a card is named by its reader, as a card that
+  /// cannot name itself always is (`piv-<reader>`, "PIV card in <reader>").
+  public var identify = true
+
   /// Keep each PIV card's discovery transaction until its session ends or `releaseCard()` (`PIVSession.holdsCard`):
   /// a command that goes on to use the card SELECTs it once and reads its PIN tries once. A listing leaves it off.
   public var holdCards = false
@@ -288,6 +294,7 @@ public struct TokenDiscovery {
       if state.present { present.append((reader, state.atr)) } else { result.emptyReaders.append(reader) }
     }
     let detailed = details || (onlyID == nil && present.count + otherTokens > 1)
+    let identify = self.identify || detailed || onlyID != nil || present.count + otherTokens > 1
     let (includePUK, holdCards, onlyID, tracing) = (self.includePUK, self.holdCards, self.onlyID, trace != nil)
     let probes = present.map { card in
       let outcome = Handover<(PIVProbe, [String])>()
@@ -296,7 +303,7 @@ public struct TokenDiscovery {
         outcome.put(
           Self.probe(
             reader: reader, atr: atr, own: context, includePUK: includePUK, detailed: detailed,
-            holdCards: holdCards, onlyID: onlyID, tracing: tracing))
+            identify: identify, holdCards: holdCards, onlyID: onlyID, tracing: tracing))
       } else {
         Thread {
           outcome.put(
@@ -330,8 +337,8 @@ public struct TokenDiscovery {
 
   /// Connects to `reader` (through `own`, else a new context for this thread) and describes its card.
   static func probe(
-    reader: String, atr: [UInt8], own: PCSCContext?, includePUK: Bool, detailed: Bool, holdCards: Bool,
-    onlyID: String?, tracing: Bool
+    reader: String, atr: [UInt8], own: PCSCContext?, includePUK: Bool, detailed: Bool, identify: Bool = true,
+    holdCards: Bool, onlyID: String?, tracing: Bool
   ) -> (PIVProbe, [String]) {
     var lines: [String] = []
     do {
@@ -339,7 +346,8 @@ public struct TokenDiscovery {
       let session = PIVSession(transport: try context.connect(reader, atr: atr))
       if tracing { session.card.trace = { lines.append($0) } }
       session.holdsCard = holdCards
-      let info = try describe(session, reader: reader, includePUK: includePUK, detailed: detailed, onlyID: onlyID)
+      let info = try describe(
+        session, reader: reader, includePUK: includePUK, detailed: detailed, identify: identify, onlyID: onlyID)
       session.card.trace = nil
       return (.found(DiscoveredToken(info: info, session: session, detailed: detailed)), lines)
     } catch let error as SmartCardError {
@@ -353,12 +361,14 @@ public struct TokenDiscovery {
   }
 
   /// One card's `TokenInfo`. With `onlyID` (`--token`) a card that turns out to be another is not asked for
-  /// its tries: its identity is all the command needs of it (to say it is not the one).
+  /// its tries: its identity is all the command needs of it (to say it is not the one). Without `identify` the
+  /// card is not asked who it is (`TokenDiscovery.identify`): it is named by its reader.
   static func describe(
-    _ session: PIVSession, reader: String, includePUK: Bool, detailed: Bool = true, onlyID: String? = nil
+    _ session: PIVSession, reader: String, includePUK: Bool, detailed: Bool = true, identify: Bool = true,
+    onlyID: String? = nil
   ) throws(TokenError) -> TokenInfo {
     try session.transact { () throws(TokenError) -> TokenInfo in
-      let identity = try session.identity(chuid: .whenNoSerial, version: detailed)
+      let identity = identify ? try session.identity(chuid: .whenNoSerial, version: detailed) : PIVIdentity()
       let id: String
       if let serial = identity.serial {
         id = "piv-\(serial)"
@@ -372,7 +382,8 @@ public struct TokenDiscovery {
       let puk = wanted && includePUK ? try? session.pinStatus(.puk) : nil
       // A card that answers GET SERIAL (or GET VERSION) is a YubiKey; the version is in the name when read.
       let yubico = identity.serial != nil || session.quirks.contains(.yubicoExtensions)
-      let name = yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : "PIV card"
+      let name =
+        yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : identify ? "PIV card" : "PIV card in \(reader)"
       return TokenInfo(
         id: id, kind: .piv, name: name, reader: reader, capabilities: ["piv"], serial: identity.serial,
         version: identity.version, pin: pin, puk: puk)

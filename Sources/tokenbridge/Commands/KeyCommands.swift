@@ -114,7 +114,8 @@ struct KeySign: ParsableCommand {
         message = FileHandle.standardInput.readDataToEndOfFile()
       }
       let prompter = try options.prompter()
-      let token = try options.selection(includeFIDO2: false).choose(
+      // A signature names no token: a script's run does not ask a lone card for its serial.
+      let token = try options.selection(includeFIDO2: false, identify: false).choose(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
       let sig = try PIVKeys(token: token).sign(slot: slot.slot, message: Array(message), verifier: prompter)
       if let output {

@@ -44,7 +44,10 @@ struct PinStatusCommand: ParsableCommand {
 func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws {
   try options.execute {
     let prompter = try options.prompter()
-    let chosen = try options.selection(includePUK: operation.authorizing == .puk, includeFIDO2: true).chooseAny(
+    // The id is shown only in --json: a script's plain run does not ask a lone card for its serial.
+    let chosen = try options.selection(
+      includePUK: operation.authorizing == .puk, includeFIDO2: true, identify: options.json
+    ).chooseAny(
       id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init))
     try operation.run(on: chosen, changer: prompter, interactionTimeout: options.timeout)
     let done =
