@@ -3,7 +3,7 @@ import Testing
 
 @testable import TokenBridge
 
-/// Local data on a real SQLite file (GRDB), no token needed.
+/// Local data on a real SQLite file, no token needed.
 @Suite struct LocalDataTests {
   let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tb-local-\(UUID().uuidString)")
 
