@@ -14,7 +14,6 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
-    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
   ],
   targets: [
     // System-library shims (found with pkg-config; headers from Debian's -dev packages, see Tools/setup).
@@ -22,6 +21,7 @@ let package = Package(
     .systemLibrary(name: "CFido2", providers: [.apt(["libfido2-dev"])]),
     .systemLibrary(name: "CUSB", providers: [.apt(["libusb-1.0-0-dev"])]),
     .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     // HTTP(S) through libcurl, loaded with dlopen at the first request (not linked: no HTTP/TLS library is mapped
     // at start-up); its header comes from libcurl4-openssl-dev, the library at run time from libcurl4.
     .target(name: "CHTTP"),
@@ -39,7 +39,7 @@ let package = Package(
       name: "TokenBridge",
       dependencies: [
         "UAFCore", "TokenDevices", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
-        .product(name: "GRDB", package: "GRDB.swift"),
+        "CSQLite",
       ]),
     .executableTarget(
       name: "tokenbridge",

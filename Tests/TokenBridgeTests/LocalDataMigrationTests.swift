@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Testing
 
 @testable import TokenBridge
@@ -12,29 +11,29 @@ import Testing
   /// abandoned slots, a pending record without owner).
   func makeOldDatabase() throws {
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let queue = try DatabaseQueue(path: dir.appendingPathComponent("tokenbridge.sqlite").path)
-    try queue.write { db in
-      try db.execute(
-        sql: """
-          CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-          INSERT INTO grdb_migrations VALUES ('v1'), ('v2-device');
-          CREATE TABLE "authenticator" ("keyID" TEXT PRIMARY KEY NOT NULL, "aaid" TEXT NOT NULL,
-            "username" TEXT NOT NULL, "server" TEXT NOT NULL, "appID" TEXT NOT NULL, "tokenID" TEXT NOT NULL,
-            "slot" INTEGER NOT NULL, "publicKey" BLOB NOT NULL, "signCounter" INTEGER NOT NULL,
-            "state" TEXT NOT NULL, "createdAt" DATETIME NOT NULL, "credentialID" BLOB, "hmacSalt" BLOB);
-          CREATE UNIQUE INDEX authenticator_slot ON authenticator(tokenID, slot) WHERE slot >= 0;
-          CREATE TABLE "device" ("deviceID" TEXT PRIMARY KEY NOT NULL, "name" TEXT NOT NULL);
-          INSERT INTO device VALUES ('d-1', 'TokenBridge on old-host');
-          INSERT INTO authenticator VALUES
-            ('k-alice', '7B1D#0001', 'alice', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 130,
-              x'04AA', 7, 'registered', '2024-05-01 10:00:00.000', NULL, NULL),
-            ('slot:piv-1:83', '7B1D#0001', '', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 131,
-              x'04BB', 0, 'abandoned', '2024-05-02 10:00:00.000', NULL, NULL),
-            ('k-pending', '7B1D#0001', 'bob', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 132,
-              x'', 0, 'pending', '2024-05-03 10:00:00.000', NULL, NULL),
-            ('k-fido', 'AAAA#0002', 'carol', 'https://rp.example', 'https://rp.example/facets', 'fido2-9', -1,
-              x'04CC', 3, 'registered', '2024-05-04 10:00:00.000', x'0102', x'0304');
-          """)
+    let db = try SQLiteConnection(path: dir.appendingPathComponent("tokenbridge.sqlite").path, busyTimeout: 0)
+    try db.transaction(.immediate) {
+      try db.executeScript(
+        """
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+        INSERT INTO grdb_migrations VALUES ('v1'), ('v2-device');
+        CREATE TABLE "authenticator" ("keyID" TEXT PRIMARY KEY NOT NULL, "aaid" TEXT NOT NULL,
+          "username" TEXT NOT NULL, "server" TEXT NOT NULL, "appID" TEXT NOT NULL, "tokenID" TEXT NOT NULL,
+          "slot" INTEGER NOT NULL, "publicKey" BLOB NOT NULL, "signCounter" INTEGER NOT NULL,
+          "state" TEXT NOT NULL, "createdAt" DATETIME NOT NULL, "credentialID" BLOB, "hmacSalt" BLOB);
+        CREATE UNIQUE INDEX authenticator_slot ON authenticator(tokenID, slot) WHERE slot >= 0;
+        CREATE TABLE "device" ("deviceID" TEXT PRIMARY KEY NOT NULL, "name" TEXT NOT NULL);
+        INSERT INTO device VALUES ('d-1', 'TokenBridge on old-host');
+        INSERT INTO authenticator VALUES
+          ('k-alice', '7B1D#0001', 'alice', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 130,
+            x'04AA', 7, 'registered', '2024-05-01 10:00:00.000', NULL, NULL),
+          ('slot:piv-1:83', '7B1D#0001', '', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 131,
+            x'04BB', 0, 'abandoned', '2024-05-02 10:00:00.000', NULL, NULL),
+          ('k-pending', '7B1D#0001', 'bob', 'https://rp.example', 'https://rp.example/facets', 'piv-1', 132,
+            x'', 0, 'pending', '2024-05-03 10:00:00.000', NULL, NULL),
+          ('k-fido', 'AAAA#0002', 'carol', 'https://rp.example', 'https://rp.example/facets', 'fido2-9', -1,
+            x'04CC', 3, 'registered', '2024-05-04 10:00:00.000', x'0102', x'0304');
+        """)
     }
   }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
   import Glibc
@@ -40,10 +40,7 @@ enum FileSafety {
   static func prepareDirectory(_ directory: URL) throws(LocalDataError) {
     let path = directory.path
     if try check(path, .directory) { return }
-    do {
-      try FileManager.default.createDirectory(
-        at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
-    } catch { throw .unavailable(path: path, reason: LocalData.reason(error)) }
+    try makeParents(of: path)
     let made = mkdir(path, 0o700) == 0
     if !made, errno != EEXIST { throw .unavailable(path: path, reason: String(cString: strerror(errno))) }
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -56,6 +53,20 @@ enum FileSafety {
       st.st_mode = (st.st_mode & ~0o7777) | 0o700
     }
     try verify(st, path: path, .directory)
+  }
+
+  /// Makes the missing parents of `path` (as `mkdir -p`: mode 0777 less the umask), following links as usual.
+  static func makeParents(of path: String) throws(LocalDataError) {
+    let parts = path.split(separator: "/", omittingEmptySubsequences: true).dropLast()
+    var parent = path.hasPrefix("/") ? "" : "."
+    for part in parts {
+      parent += "/" + part
+      if mkdir(parent, 0o777) == 0 || errno == EEXIST { continue }
+      let reason = String(cString: strerror(errno))
+      var st = stat()
+      if stat(parent, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { continue }  // e.g. EACCES on an existing one
+      throw .unavailable(path: path, reason: "cannot make \(parent): \(reason)")
+    }
   }
 
   /// Opens (creating 0600 if missing) a file in the checked directory, without following a link, and checks it.

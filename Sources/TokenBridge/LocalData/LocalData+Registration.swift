@@ -1,5 +1,4 @@
-import Foundation
-import GRDB
+import FoundationEssentials
 
 /// The registration lifecycle: pending (owned by the writing process) → registered, or abandoned (a PIV slot
 /// stays ours, free; a FIDO2 record goes). Each step is one locked transaction.
@@ -10,19 +9,19 @@ extension LocalData {
   /// runs never get the same slot. Returns the slot, or nil when every candidate is taken.
   public func reserveSlot(candidates: [Int], record: AuthenticatorRecord) throws(LocalDataError) -> Int? {
     try write { db in
-      let rows = try Row.fetchAll(
-        db, sql: "SELECT slot, keyID FROM slotAssignment WHERE tokenID = ?", arguments: [record.tokenID])
-      var inUse: Set<Int> = []
-      for row in rows where (row["keyID"] as String?) != nil { inUse.insert(row["slot"]) }
+      let inUse = Set(
+        try db.query("SELECT slot FROM slotAssignment WHERE tokenID = ? AND keyID IS NOT NULL", record.tokenID) {
+          row throws(SQLiteError) in try row.int(0)
+        })
       guard let slot = candidates.first(where: { $0 >= 0 && !inUse.contains($0) }) else { return nil }
       var r = record
       r.slot = slot
       try insertPending(r, db)
       try db.execute(
-        sql: """
-          INSERT INTO slotAssignment (tokenID, slot, keyID) VALUES (?, ?, ?)
-          ON CONFLICT (tokenID, slot) DO UPDATE SET keyID = excluded.keyID
-          """, arguments: [r.tokenID, slot, r.keyID])
+        """
+        INSERT INTO slotAssignment (tokenID, slot, keyID) VALUES (?, ?, ?)
+        ON CONFLICT (tokenID, slot) DO UPDATE SET keyID = excluded.keyID
+        """, r.tokenID, slot, r.keyID)
       return slot
     }
   }
@@ -34,20 +33,19 @@ extension LocalData {
     try write { db in try insertPending(record, db) }
   }
 
-  func insertPending(_ record: AuthenticatorRecord, _ db: Database) throws {
+  func insertPending(_ record: AuthenticatorRecord, _ db: SQLiteConnection) throws(SQLiteError) {
     var r = record
     r.state = .pending
     try r.insert(db)
     try db.execute(
-      sql: "UPDATE authenticator SET ownerPID = ?, ownerStart = ? WHERE keyID = ?",
-      arguments: [owner.pid, owner.start, r.keyID])
+      "UPDATE authenticator SET ownerPID = ?, ownerStart = ? WHERE keyID = ?", owner.pid, owner.start, r.keyID)
   }
 
   /// Stores the public key once the token made it (still pending).
   public func setPublicKey(_ keyID: String, _ key: [UInt8]) throws(LocalDataError) {
     try write { db in
-      try db.execute(sql: "UPDATE authenticator SET publicKey = ? WHERE keyID = ?", arguments: [Data(key), keyID])
-      if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
+      try db.execute("UPDATE authenticator SET publicKey = ? WHERE keyID = ?", key, keyID)
+      if db.changes == 0 { throw LocalDataError.notFound(keyID) }
     }
   }
 
@@ -55,9 +53,9 @@ extension LocalData {
   public func confirmRegistration(_ keyID: String) throws(LocalDataError) {
     try write { db in
       try db.execute(
-        sql: "UPDATE authenticator SET state = ?, ownerPID = NULL, ownerStart = NULL WHERE keyID = ?",
-        arguments: [AuthenticatorRecord.State.registered.rawValue, keyID])
-      if db.changesCount == 0 { throw LocalDataError.notFound(keyID) }
+        "UPDATE authenticator SET state = ?, ownerPID = NULL, ownerStart = NULL WHERE keyID = ?",
+        AuthenticatorRecord.State.registered.rawValue, keyID)
+      if db.changes == 0 { throw LocalDataError.notFound(keyID) }
       try syncDeviceInformation(db)
     }
   }
@@ -73,15 +71,15 @@ extension LocalData {
   /// ours to overwrite).
   public func release(_ keyID: String) throws(LocalDataError) {
     try write { db in
-      try db.execute(sql: "DELETE FROM slotAssignment WHERE keyID = ?", arguments: [keyID])
-      try db.execute(sql: "DELETE FROM authenticator WHERE keyID = ?", arguments: [keyID])
+      try db.execute("DELETE FROM slotAssignment WHERE keyID = ?", keyID)
+      try db.execute("DELETE FROM authenticator WHERE keyID = ?", keyID)
       try syncDeviceInformation(db)
     }
   }
 
-  func abandon(_ keyID: String, _ db: Database) throws {
-    try db.execute(sql: "UPDATE slotAssignment SET keyID = NULL WHERE keyID = ?", arguments: [keyID])
-    try db.execute(sql: "DELETE FROM authenticator WHERE keyID = ?", arguments: [keyID])
+  func abandon(_ keyID: String, _ db: SQLiteConnection) throws {
+    try db.execute("UPDATE slotAssignment SET keyID = NULL WHERE keyID = ?", keyID)
+    try db.execute("DELETE FROM authenticator WHERE keyID = ?", keyID)
     try syncDeviceInformation(db)
   }
 
@@ -90,15 +88,15 @@ extension LocalData {
   @discardableResult
   public func repairInterrupted() throws(LocalDataError) -> [AuthenticatorRecord] {
     try write { db in
-      let rows = try Row.fetchAll(
-        db, sql: "SELECT * FROM authenticator WHERE state = ? ORDER BY createdAt",
-        arguments: [AuthenticatorRecord.State.pending.rawValue])
+      let pending = try db.query(
+        "SELECT \(AuthenticatorRecord.columns), ownerPID, ownerStart FROM authenticator WHERE state = ? ORDER BY createdAt",
+        AuthenticatorRecord.State.pending.rawValue
+      ) { row throws(SQLiteError) in
+        (try AuthenticatorRecord(row: row), row.optionalInteger(13), row.optionalInteger(14))
+      }
       var repaired: [AuthenticatorRecord] = []
-      for row in rows {
-        let pid: Int64? = row["ownerPID"]
-        let start: Int64? = row["ownerStart"]
+      for (record, pid, start) in pending {
         if let pid, let start, let p = Int32(exactly: pid), ProcessOwner(pid: p, start: start).isAlive { continue }
-        let record = try AuthenticatorRecord(row: row)
         try abandon(record.keyID, db)
         repaired.append(record)
       }
@@ -109,10 +107,10 @@ extension LocalData {
   /// The next sign counter for a key, committed before the signature is made (a crash never reuses one).
   public func nextSignCounter(_ keyID: String) throws(LocalDataError) -> UInt32 {
     try write { db in
-      try db.execute(sql: "UPDATE authenticator SET signCounter = signCounter + 1 WHERE keyID = ?", arguments: [keyID])
-      guard
-        let n = try Int.fetchOne(db, sql: "SELECT signCounter FROM authenticator WHERE keyID = ?", arguments: [keyID])
-      else { throw LocalDataError.notFound(keyID) }
+      try db.execute("UPDATE authenticator SET signCounter = signCounter + 1 WHERE keyID = ?", keyID)
+      guard let n = try db.integer("SELECT signCounter FROM authenticator WHERE keyID = ?", keyID) else {
+        throw LocalDataError.notFound(keyID)
+      }
       return UInt32(truncatingIfNeeded: n)
     }
   }
@@ -121,7 +119,9 @@ extension LocalData {
   /// ours, so its key is overwritten by the next registration rather than left unknown.
   public func delete(_ keyID: String) throws(LocalDataError) {
     try write { db in
-      guard try AuthenticatorRecord.exists(db, key: keyID) else { throw LocalDataError.notFound(keyID) }
+      guard try db.integer("SELECT 1 FROM authenticator WHERE keyID = ?", keyID) != nil else {
+        throw LocalDataError.notFound(keyID)
+      }
       try abandon(keyID, db)
     }
   }
