@@ -20,7 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LAB = str(ROOT / "Tools" / "lab")
 BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
-NAME = f"pytest-{os.getpid()}"
+# LAB_GUEST=NAME: a guest that Tools/test started (`Tools/lab start --name NAME`) and stops itself, shared by the
+# virtual pass and the resident-token pass (one boot for both); else this session boots its own and stops it.
+SHARED_GUEST = os.environ.get("LAB_GUEST", "")
+NAME = SHARED_GUEST or f"pytest-{os.getpid()}"
 # A real token passed into the guest (opt-in: Tools/lab checks TOKENBRIDGE_HIL=1 and the serial allow-list).
 PASSTHROUGH = os.environ.get("LAB_PASSTHROUGH", "")
 # A virtual composite token attached once for the whole session, treated as a real one (see the module text).
@@ -49,6 +52,9 @@ def guest():
     if reason:
         pytest.skip(reason)
     extra = ["--passthrough", PASSTHROUGH] if PASSTHROUGH else []
+    if SHARED_GUEST and PASSTHROUGH:
+        pytest.fail("LAB_PASSTHROUGH needs a guest of its own (the token is passed in at boot): unset LAB_GUEST")
+    # `start` reuses a running guest of that name ("already running") and boots one otherwise.
     r = subprocess.run([LAB, "start", "--name", NAME, *extra], capture_output=True, text=True, timeout=400,
                        env={**os.environ, "TB_BIN": str(BIN)})
     if r.returncode != 0:
@@ -59,10 +65,13 @@ def guest():
             pytest.fail(f"LAB_STANDIN={STANDIN}: only 'composite' is supported")
         r = g.sh(_STANDIN_UP, timeout=120)
         if r.returncode != 0:
-            subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
+            SHARED_GUEST or subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
             pytest.fail(f"the stand-in token did not come up: {r.stdout[-2000:]}")
     yield g
-    subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
+    if STANDIN and SHARED_GUEST:  # the shared guest goes on: take the stand-in out again
+        g.sh(_STANDIN_DOWN, timeout=120)
+    if not SHARED_GUEST:
+        subprocess.run([LAB, "stop", "--name", NAME], timeout=60)
 
 
 class Guest:
@@ -100,6 +109,11 @@ usbip --tcp-port 3270 attach -r 127.0.0.1 -b 1-1 || {{ cat $d/server.log; exit 1
 for _ in $(seq 100); do [ -n "$(ls /sys/class/hidraw)" ] && break; sleep 0.1; done
 udevadm settle -t 10
 for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' && break; sleep 0.1; done
+"""
+
+_STANDIN_DOWN = """set -u
+for p in $(usbip port 2>/dev/null | awk '/^Port/{p=$2} /127.0.0.1:3270\\//{sub(":", "", p); print p}'); do usbip detach -p $p; done
+pkill -f 'usbip --listen 127.0.0.1:3270' || true
 """
 
 # What the guest sees of the resident token: its USB device (by VID:PID), serial, interface classes, hidraw node
