@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import UAFCore
 
 /// Why a dispatch-target or device-service exchange failed (the SDK's DeviceInformationChange errors and more).
@@ -47,7 +48,7 @@ public struct RetryPolicy: Sendable {
     for attempt in 1... {
       do { return try body() } catch {
         guard attempt < attempts, Self.retriable(error) else { throw error }
-        Thread.sleep(forTimeInterval: min(delay, maxDelay))
+        usleep(UInt32(min(delay, maxDelay) * 1_000_000))
         delay = min(delay * 2, maxDelay)
       }
     }
