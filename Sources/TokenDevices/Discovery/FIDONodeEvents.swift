@@ -83,10 +83,11 @@ public final class FIDONodeEvents: @unchecked Sendable {
   public func start(_ handler: @escaping @Sendable (FIDONodeEvent) -> Void) {
     guard fd >= 0 else { return }
     lock.withLock { running = true }
-    POSIXThread.start { [self] in
+    let started = POSIXThread.start { [self] in
       run(handler)
       done.signal()
     }
+    if !started { lock.withLock { running = false } }  // `stop` must not wait for a thread that never ran
   }
 
   public func stop() {

@@ -33,7 +33,7 @@ public final class USBHotplug: @unchecked Sendable {
   private let lock = Lock()
   private var stopped = false
   private var handler: (@Sendable (USBHotplugEvent) -> Void)?
-  /// Whether the event thread was started.
+  /// Whether the event thread runs.
   private var started = false
   private let done = DispatchSemaphore(value: 0)
 
@@ -68,8 +68,8 @@ public final class USBHotplug: @unchecked Sendable {
         return 0
       }, me, &handle)
     guard rc == 0 else { throw .registerFailed(rc) }
-    started = true
-    POSIXThread.start { [self] in
+    // Not started (no thread could be made): `stop` must not wait for it.
+    started = POSIXThread.start { [self] in
       while !lock.withLock({ stopped }) {
         var tv = timeval(tv_sec: 3600, tv_usec: 0)
         _ = libusb_handle_events_timeout_completed(context, &tv, nil)
