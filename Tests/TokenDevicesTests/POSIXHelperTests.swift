@@ -78,6 +78,15 @@ import Testing
     #expect(Subprocess.start("/nonexistent/tool", []) == nil)
   }
 
+  @Test func subprocessHandsOnNoOtherDescriptor() throws {
+    // A --pin-fd pipe is not close-on-exec: a child (xdg-open, busctl) must not get it.
+    var fds: [Int32] = [-1, -1]
+    #expect(pipe(&fds) == 0)
+    defer { fds.forEach { close($0) } }
+    let p = try #require(Subprocess.start("/bin/sh", ["-c", "test -e /proc/self/fd/\(fds[0]) && exit 7; exit 0"]))
+    #expect(p.wait() == 0)
+  }
+
   @Test func subprocessUndoesIgnoredSignals() throws {
     // The CLI ignores SIGINT while it handles it itself; a child must not inherit that.
     let old = signal(SIGINT, SIG_IGN)

@@ -136,6 +136,10 @@ public enum FileIO {
   }
 }
 
+/// glibc ≥ 2.34 (not in Swift's Glibc module: it is a GNU extension).
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func closeFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+
 /// A child process started with posix_spawn (what Foundation's `Process` did for the client).
 public struct Subprocess: Sendable {
   public let pid: pid_t
@@ -148,8 +152,8 @@ public struct Subprocess: Sendable {
   }
 
   /// Starts `path` with `arguments` (argv[0] is `path`); `environment` replaces this process's when given.
-  /// Signals this process ignores or blocks (the CLI's SIGINT handling) are reset in the child. Nil when it
-  /// could not be started.
+  /// Signals this process ignores or blocks (the CLI's SIGINT handling) are reset in the child, and no file
+  /// descriptor but 0, 1 and 2 is inherited. Nil when it could not be started.
   public static func start(
     _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Stream = .inherited,
     stdout: Stream = .inherited, stderr: Stream = .inherited, captureOutput: Bool = false
@@ -166,6 +170,8 @@ public struct Subprocess: Sendable {
       for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
       posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
     }
+    // Nothing else of this process's is handed on (a --pin-fd pipe is not close-on-exec), as Process did.
+    guard closeFrom(&actions, 3) == 0 else { return nil }
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
