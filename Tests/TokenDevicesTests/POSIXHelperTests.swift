@@ -82,7 +82,7 @@ import Testing
     // A --pin-fd pipe is not close-on-exec: a child (xdg-open, busctl) must not get it.
     var fds: [Int32] = [-1, -1]
     #expect(pipe(&fds) == 0)
-    defer { fds.forEach { close($0) } }
+    defer { for fd in fds { close(fd) } }
     let p = try #require(Subprocess.start("/bin/sh", ["-c", "test -e /proc/self/fd/\(fds[0]) && exit 7; exit 0"]))
     #expect(p.wait() == 0)
   }

@@ -186,8 +186,7 @@ public struct Subprocess: Sendable {
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
     let env = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
     defer {
-      argv.forEach { free($0) }
-      env?.forEach { free($0) }
+      for p in argv + (env ?? []) { free(p) }
     }
     var pid: pid_t = 0
     let rc =
