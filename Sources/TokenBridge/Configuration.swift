@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TokenDevices
 
 /// Settings from `$XDG_CONFIG_HOME/tokenbridge/config.json` (all optional; command-line options win). Every key
@@ -205,7 +206,7 @@ public struct Configuration: Equatable, Sendable {
 
   /// `scheme:` (a custom scheme, not http/https/file/javascript/data) or `https://host[:port]` (an origin).
   static func isCallbackEntry(_ s: String) -> Bool {
-    if s.hasSuffix(":"), !s.contains("/") {
+    if s.hasSuffix(":"), !s.contains("/" as Character) {
       let scheme = s.dropLast().lowercased()
       guard let first = scheme.first, first.isLetter,
         scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })

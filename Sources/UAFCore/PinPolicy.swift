@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Why a new PIN (or PUK) is refused before anything is sent to a token: the validation results the
 /// mobile SDKs show (empty, onlyNumbers, tooShort, tooLong, sameAsOld).
@@ -82,7 +82,7 @@ public struct PasswordPolicy: CredentialPolicy, Equatable {
   /// NFC-normalised UTF-8 bytes of a typed password; nil when the bytes are not UTF-8.
   public static func normalized(_ bytes: [UInt8]) -> [UInt8]? {
     guard let s = String(validating: bytes, as: UTF8.self) else { return nil }
-    return Array(s.precomposedStringWithCanonicalMapping.utf8)
+    return s._nfcCodeUnits  // the standard library's NFC (Foundation's used ICU)
   }
 
   public func validate(new: [UInt8], old: [UInt8]?) -> PinValidationError? {

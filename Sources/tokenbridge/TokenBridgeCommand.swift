@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TokenBridge
 
 @main
@@ -76,7 +77,7 @@ struct GlobalOptions: ParsableArguments {
 
   var traceSink: TraceSink? {
     guard trace else { return nil }
-    return { line in FileHandle.standardError.write(Data("apdu \(displayable(line))\n".utf8)) }
+    return { line in FileIO.writeError("apdu \(displayable(line))\n") }
   }
 
   /// The prompts of this command: --prompt / "prompt", the pinentry named by $PINENTRY_PROGRAM, else the
@@ -108,10 +109,9 @@ struct GlobalOptions: ParsableArguments {
       seconds: seconds,
       insertToken: { id in
         let which = id.map { "the token \($0)" } ?? "your token"
-        FileHandle.standardError.write(
-          Data("tokenbridge: insert \(which) (waiting up to \(Int(seconds)) s)…\n".utf8))
+        FileIO.writeError("tokenbridge: insert \(which) (waiting up to \(Int(seconds)) s)…\n")
       },
-      arrived: { FileHandle.standardError.write(Data("tokenbridge: token found.\n".utf8)) })
+      arrived: { FileIO.writeError("tokenbridge: token found.\n") })
   }
 
   /// Runs `body`; a failure becomes its message (stderr, or JSON on stdout with --json) and exit code.
@@ -132,7 +132,7 @@ struct GlobalOptions: ParsableArguments {
               error: report.message, exitCode: "\(report.status.rawValue)", code: report.code,
               candidates: ErrorReport.candidates(error))))
       } else {
-        FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
+        FileIO.writeError("tokenbridge: \(report.message)\n")
       }
       throw ExitCode(report.status.rawValue)
     }

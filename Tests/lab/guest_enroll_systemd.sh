@@ -46,13 +46,17 @@ env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ dae
 journal() { journalctl --no-pager -o cat; }
 # Units of tokenbridge-enroll@ that ended (finished or failed) so far.
 ended() { journal | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@'; }
-# wait_ended N: until N units ended in all (bounded). One journalctl follows the journal from its start and grep stops
-# at the N-th end: polling `ended` twice a second read the whole journal each time, CPU the enrollments need under TCG.
+# wait_ended N: until N units ended in all (bounded). Reads only the journal's new entries each time (a cursor
+# file): reading the whole journal twice a second took CPU the enrollments need under TCG.
 wait_ended() {
-  # (A process substitution: bash waits for grep only; journalctl ends at its next write, or at the timeout.)
-  grep -m "$1" -E '^(Finished|Failed to start) tokenbridge-enroll@' \
-    < <(timeout 120 journalctl --no-pager -o cat -n all -f 2>/dev/null) >/dev/null
-  [ "$(ended)" -ge "$1" ] || echo "timeout_waiting_units=$1"
+  local seen=0 c="$w/wait.cursor"
+  rm -f "$c"
+  for _ in $(seq 240); do
+    seen=$((seen + $(journalctl --no-pager -o cat --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
+    [ "$seen" -ge "$1" ] && return 0
+    sleep 0.5
+  done
+  echo "timeout_waiting_units=$1"
 }
 getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
 port_of() { usbip port 2>/dev/null | awk -v s="127.0.0.1:$1/" '/^Port/{p=$2} index($0, s){sub(":", "", p); print p}'; }

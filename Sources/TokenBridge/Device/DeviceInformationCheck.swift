@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One disagreement between this device and a server (the SDK's DeviceInformationMismatch kinds, exact names).
 public enum DeviceInformationMismatch: Equatable, Sendable {

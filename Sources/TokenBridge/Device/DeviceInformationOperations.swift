@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One step of a device-information sync: what it does, on which side.
 public enum DeviceSyncAction: Equatable, Sendable {

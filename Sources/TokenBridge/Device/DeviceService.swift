@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import UAFCore
 
 /// Why a dispatch-target or device-service exchange failed (the SDK's DeviceInformationChange errors and more).
@@ -41,13 +42,23 @@ public struct RetryPolicy: Sendable {
     }
   }
 
+  /// Sleeps `seconds` (as Thread.sleep(forTimeInterval:) did: through signals, nothing for 0 or less).
+  static func sleep(seconds: Double) {
+    guard seconds > 0 else { return }
+    let s = min(seconds, Double(Int32.max))
+    let whole = s.rounded(.down)
+    var t = timespec(tv_sec: Int(whole), tv_nsec: Int((s - whole) * 1_000_000_000))
+    var rest = timespec()
+    while nanosleep(&t, &rest) != 0 && errno == EINTR { t = rest }
+  }
+
   /// Runs `body` until it succeeds, fails for good, or the tries are spent (the last failure is thrown).
   func run<T>(_ body: () throws(BackendError) -> T) throws(BackendError) -> T {
     var delay = firstDelay
     for attempt in 1... {
       do { return try body() } catch {
         guard attempt < attempts, Self.retriable(error) else { throw error }
-        Thread.sleep(forTimeInterval: min(delay, maxDelay))
+        Self.sleep(seconds: min(delay, maxDelay))
         delay = min(delay * 2, maxDelay)
       }
     }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import TokenDevices
 
 /// Every wire choice of the dispatch-target and device services made where the backend contract
 /// (specs/backend-contract.md §3.1, §3.5, "Decisions") is silent or unconfirmed, in one place so each can follow
@@ -16,7 +17,16 @@ public enum DeviceWire {
   static func operations(_ deviceID: String) -> String { "/nevisfido/devices/\(escaped(deviceID))/operations" }
 
   static func escaped(_ s: String) -> String {
-    s.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? s
+    // RFC 3986 unreserved characters stay, every other UTF-8 byte becomes %XX.
+    s.utf8.map { b in
+      switch b {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"),
+        UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+        String(UnicodeScalar(b))
+      default: "%" + Hex.digits(b, width: 2, uppercase: true)
+      }
+    }.joined()
   }
 
   // MARK: Headers
@@ -105,28 +115,6 @@ public enum DeviceWire {
 struct RawJSON: Decodable {
   var bytes: [UInt8]
   init(from decoder: Decoder) throws {
-    let value = try decoder.singleValueContainer().decode(AnyJSON.self)
-    bytes = Array((try? JSONSerialization.data(withJSONObject: value.object, options: [.fragmentsAllowed])) ?? Data())
-  }
-}
-
-/// Decodes any JSON into Foundation objects (for `RawJSON`).
-struct AnyJSON: Decodable {
-  var object: Any
-  init(from decoder: Decoder) throws {
-    let c = try decoder.singleValueContainer()
-    if c.decodeNil() {
-      object = NSNull()
-    } else if let b = try? c.decode(Bool.self) {
-      object = b
-    } else if let n = try? c.decode(Double.self) {
-      object = n
-    } else if let s = try? c.decode(String.self) {
-      object = s
-    } else if let a = try? c.decode([AnyJSON].self) {
-      object = a.map(\.object)
-    } else {
-      object = try c.decode([String: AnyJSON].self).mapValues(\.object)
-    }
+    bytes = try decoder.singleValueContainer().decode(JSONValue.self).serialized
   }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension ErrorReport {
   /// The device and dispatch-target service errors (device change/check/sync, pending).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenDevices
 
 #if canImport(Glibc)
@@ -129,7 +129,7 @@ public final class Pinentry {
     for b in s.utf8 {
       if out.count > Self.maxLine - 40 { break }
       if b == 0x25 || b < 0x20 || b == 0x7F {
-        out += Array(String(format: "%%%02X", b).utf8)
+        out += Array(("%" + Hex.digits(b, width: 2, uppercase: true)).utf8)
       } else {
         out.append(b)
       }

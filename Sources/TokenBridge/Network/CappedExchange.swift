@@ -1,5 +1,7 @@
 import CHTTP
-import Foundation
+import FoundationEssentials
+import Glibc
+import TokenDevices
 
 /// One HTTP request at a time, synchronously, with a cap on the answer's body: the body is read in chunks as
 /// they arrive and the transfer is stopped as soon as it passes the cap (or before it starts, when
@@ -133,8 +135,8 @@ final class CappedExchange: Sendable {
     if text.hasPrefix("HTTP/") {
       t.headers = []  // a new answer (after a 100 Continue or a proxy's CONNECT answer): only the last counts
     } else if let colon = text.firstIndex(of: ":") {
-      let name = text[..<colon].trimmingCharacters(in: .whitespaces)
-      let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+      let name = Trim.whitespace(text[..<colon], newlines: false)
+      let value = Trim.whitespace(text[text.index(after: colon)...])
       t.headers.append((name, value))
     }
     return 0

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One HTTP request of the backend client (what `CappedExchange` sends): the URL, the method, header fields in
 /// order, and the body.
@@ -12,12 +12,12 @@ public struct HTTPRequest: Sendable {
 
   /// Sets `name` (replacing a field of that name, compared without case), or removes it when `value` is nil.
   public mutating func setValue(_ value: String?, forHTTPHeaderField name: String) {
-    headerFields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+    headerFields.removeAll { $0.name.lowercased() == name.lowercased() }
     if let value { headerFields.append((name, value)) }
   }
 
   public func value(forHTTPHeaderField name: String) -> String? {
-    headerFields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    headerFields.first { $0.name.lowercased() == name.lowercased() }?.value
   }
 }
 
@@ -35,6 +35,6 @@ public struct HTTPResponse: Sendable {
 
   /// The first field named `name` (compared without case).
   public func value(forHTTPHeaderField name: String) -> String? {
-    headerFields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    headerFields.first { $0.name.lowercased() == name.lowercased() }?.value
   }
 }

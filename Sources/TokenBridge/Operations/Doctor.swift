@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenDevices
 import UAFCore
 
@@ -93,7 +93,7 @@ public struct Doctor {
       .init(name: "libfido2", ok: SystemFacts.libfido2File != nil, detail: SystemFacts.libfido2File ?? "not loaded")
     ]
     let nodes = SystemFacts.hidraw(sys: sys, dev: dev, udev: udevData)
-    let seen = Set(FIDO2Session.list(virtualPaths: []).map { ($0.path as NSString).lastPathComponent })
+    let seen = Set(FIDO2Session.list(virtualPaths: []).map { PathString.last($0.path) })
     for n in nodes where n.fidoUsage || n.udevFIDO {
       if !n.udevFIDO {
         out.append(

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenDevices
 
 #if canImport(Glibc)
@@ -78,7 +78,8 @@ public struct Enrollment {
     let marker = identity.serial.map { "(\($0))" }
     do {
       let context = try PCSCContext()
-      let reader = try context.waitForCard(in: { name in marker.map { name.contains($0) } ?? true }, seconds: seconds)
+      let reader = try context.waitForCard(
+        in: { name in marker.map { name.firstRange(of: $0) != nil } ?? true }, seconds: seconds)
       guard let reader else { throw OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds))) }
       let listing = try TokenListing(trace: nil)
       guard let token = listing.tokens.first(where: { $0.reader == reader }) else {
@@ -292,15 +293,9 @@ public struct DesktopNotifier: Sendable {
 
   public func send(_ e: Event) {
     guard let argv = command(e) else { return }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: argv[0])
-    p.arguments = Array(argv.dropFirst())
-    if let environment { p.environment = environment }
-    p.standardInput = FileHandle.nullDevice
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    do { try p.run() } catch { return }
-    p.waitUntilExit()
+    Subprocess.start(
+      argv[0], Array(argv.dropFirst()), environment: environment, stdin: .null, stdout: .null, stderr: .null
+    )?.wait()
   }
 }
 

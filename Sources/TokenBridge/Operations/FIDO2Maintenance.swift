@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenDevices
 import UAFCore
 
@@ -173,7 +173,7 @@ public struct FIDO2Maintenance {
 
   /// A credential ID as typed: base64url (as listed) or hex.
   static func credentialIDBytes(_ s: String) -> [UInt8]? {
-    let t = s.trimmingCharacters(in: .whitespaces)
+    let t = Trim.whitespace(s, newlines: false)
     if t.count % 2 == 0, t.allSatisfy(\.isHexDigit) {
       var out: [UInt8] = []
       var i = t.startIndex
@@ -226,7 +226,7 @@ public struct FIDO2Maintenance {
     let plan = try resetPlan(key)
     let typed: String
     do { typed = try interaction.confirmReset(plan) } catch { throw mapInteraction(error) }
-    guard typed.trimmingCharacters(in: .whitespacesAndNewlines) == key.info.id else { throw .declined }
+    guard Trim.whitespace(typed) == key.info.id else { throw .declined }
 
     let ref = key.session.ref
     let watcher: DeviceNodeWatcher

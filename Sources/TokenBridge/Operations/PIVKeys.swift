@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 import TokenDevices
 
 /// Key generation and signing on a PIV token, from the client library (the CLI only wires prompts).
@@ -58,7 +58,7 @@ public struct PIVKeys {
 
   /// A management key given as hex (from `--management-key-fd`); the secret's bytes stay in `Secret`s.
   public static func managementKey(hex line: Secret) throws(OperationError) -> ManagementKeySource {
-    let text = String(decoding: line.bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    let text = Trim.whitespace(String(decoding: line.bytes, as: UTF8.self), newlines: false)
     guard var key = [UInt8](hex: text), [16, 24, 32].contains(key.count) else { throw .input(.badManagementKey) }
     defer { wipe(&key) }
     return .key(key)

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import TokenDevices
 import UAFCore
 
@@ -103,7 +105,7 @@ public final class TokenWatch: @unchecked Sendable {
   public private(set) var hotplug: String
   public var sys = "/sys"
 
-  private let lock = NSLock()
+  private let lock = Lock()
   private var inputs: [Input] = []
   private let pending = DispatchSemaphore(value: 0)
   private var stopped = false
@@ -180,7 +182,7 @@ public final class TokenWatch: @unchecked Sendable {
 
   func handle(_ input: Input, _ emit: (WatchEvent) -> Void) {
     if debug {
-      FileHandle.standardError.write(Data("watch: \(DispatchTime.now().uptimeNanoseconds / 1_000_000) \(input)\n".utf8))
+      FileIO.writeError("watch: \(DispatchTime.now().uptimeNanoseconds / 1_000_000) \(input)\n")
     }
     switch input {
     case .pcsc(.cardInserted(let reader)): cardInserted(reader, emit)
@@ -216,7 +218,7 @@ public final class TokenWatch: @unchecked Sendable {
   }
 
   func nodeAdded(_ path: String) {
-    let name = (path as NSString).lastPathComponent
+    let name = PathString.last(path)
     let usb = name.hasPrefix("hidraw") && path.hasPrefix("/dev/") ? try? USBIdentity.of(name, sys: sys) : nil
     if let usb { usbDevices[usb.busPath] = usb.key }
     add(
@@ -246,7 +248,7 @@ public final class TokenWatch: @unchecked Sendable {
       guard e.isTokenCandidate else { return }
       let key =
         (try? USBIdentity.of(e.busPath, sys: sys))?.key
-        ?? String(format: "usb-%04x-%04x-port-%@", e.vendorID, e.productID, e.busPath)
+        ?? "usb-\(Hex.digits(e.vendorID, width: 4))-\(Hex.digits(e.productID, width: 4))-port-\(e.busPath)"
       usbDevices[e.busPath] = key
       var g = groups[key] ?? Group(device: key, deadline: .now() + settleSeconds)
       g.busPath = e.busPath

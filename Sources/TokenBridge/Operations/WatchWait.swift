@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import TokenDevices
 
 /// `--wait`: a command that needs a token and finds none waits for one (PC/SC card or reader events, pcscd coming

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import TokenDevices
 
 #if canImport(Glibc)
   import Glibc
@@ -59,7 +60,7 @@ public struct DesktopHandler: Sendable {
       }
       s = q + "\""
     }
-    return s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "%%")
+    return s.replacing("\\", with: "\\\\").replacing("%", with: "%%")
   }
 
   /// `$XDG_DATA_HOME/applications` (default `~/.local/share/applications`).
@@ -68,7 +69,8 @@ public struct DesktopHandler: Sendable {
     if let d = env["XDG_DATA_HOME"], d.hasPrefix("/") {
       return URL(fileURLWithPath: d).appendingPathComponent("applications")
     }
-    return URL(fileURLWithPath: env["HOME"] ?? NSHomeDirectory()).appendingPathComponent(".local/share/applications")
+    return URL(fileURLWithPath: env["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path)
+      .appendingPathComponent(".local/share/applications")
   }
 
   /// What `install` did, step by step (a step whose tool is missing is reported, not fatal).
@@ -90,8 +92,8 @@ public struct DesktopHandler: Sendable {
       try Data(text.utf8).write(to: file, options: .atomic)
       try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
     } catch {
-      let posix = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
-      throw .input(.file(path: file.path, errno: posix.map(Int32.init) ?? EIO))
+      let posix = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
+      throw .input(.file(path: file.path, errno: posix ?? EIO))
     }
     return Installed(
       file: file.path,
@@ -104,13 +106,10 @@ public struct DesktopHandler: Sendable {
     let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
       .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     guard let path else { return "\(tool) is not installed (Debian: xdg-utils, desktop-file-utils)" }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    do { try p.run() } catch { return "\(tool) could not be started" }
-    p.waitUntilExit()
-    return p.terminationStatus == 0 ? nil : "\(tool) failed (exit \(p.terminationStatus))"
+    guard let p = Subprocess.start(path, args, stdout: .null, stderr: .null) else {
+      return "\(tool) could not be started"
+    }
+    let status = p.wait()
+    return status == 0 ? nil : "\(tool) failed (exit \(status))"
   }
 }

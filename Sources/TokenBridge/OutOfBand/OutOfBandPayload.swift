@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import TokenDevices
 import UAFCore
 
 /// Why an out-of-band payload or its operation could not be used (the mobile SDKs' error kinds).
@@ -30,8 +31,8 @@ public enum OutOfBandSource: Sendable, Equatable {
   /// What a scanned QR code holds: a link (the `link-png-qr-code` dispatcher) or the base64url payload
   /// (`png-qr-code`).
   public static func scanned(_ text: String) -> OutOfBandSource {
-    let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    return t.contains("://") ? .link(t) : .qrText(t)
+    let t = Trim.whitespace(text)
+    return t.firstRange(of: "://") != nil ? .link(t) : .qrText(t)
   }
 }
 
@@ -60,7 +61,8 @@ public struct OutOfBandPayload: Sendable, Equatable {
 
   /// The server's origin (`scheme://host[:port]`), the base of the UAF endpoints for the response.
   public var serverOrigin: String {
-    var s = "\(redeemURL.scheme ?? "https")://\(redeemURL.host.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "")"
+    var s =
+      "\(redeemURL.scheme ?? "https")://\(redeemURL.host.map { $0.contains(":" as Character) ? "[\($0)]" : $0 } ?? "")"
     if let p = redeemURL.port { s += ":\(p)" }
     return s
   }
@@ -103,32 +105,32 @@ public struct OutOfBandPayload: Sendable, Equatable {
   /// Parses the payload JSON (`nma_data`, `nma_data_content_type`, `nma_data_version`).
   public init(json: [UInt8], decrypter: PayloadDecrypter? = nil) throws(OutOfBandError) {
     guard json.count <= Self.maxSize else { throw .malformedPayload(reason: "it is larger than \(Self.maxSize) bytes") }
-    guard let object = try? JSONSerialization.jsonObject(with: Data(json)) as? [String: Any] else {
+    guard let object = JSONValue.parseObject(json) else {
       throw .malformedPayload(reason: "it is not a JSON object")
     }
-    let contentType = (object["nma_data_content_type"] as? String)?.lowercased() ?? "application/json"
+    let contentType = object["nma_data_content_type"]?.asString?.lowercased() ?? "application/json"
     var data = object["nma_data"]
     if contentType.hasPrefix("application/jose") {
       // nma_data is a compact JWE (PayloadEncryption.swift holds the algorithm choice).
-      guard let jwe = data as? String, jwe.utf8.count <= Self.maxSize else {
+      guard let jwe = data?.asString, jwe.utf8.count <= Self.maxSize else {
         throw .malformedPayload(reason: "an application/jose nma_data must be a compact JWE string")
       }
       guard let decrypter else { throw .decryptionError }
       let plain = try decrypter.decrypt(jwe)
-      data = try? JSONSerialization.jsonObject(with: Data(plain))
+      data = JSONValue.parseObject(plain).map(JSONValue.object)
     } else {
       guard contentType.hasPrefix("application/json") else {
         throw .malformedPayload(reason: "nma_data_content_type is neither application/json nor application/jose")
       }
-      if let s = data as? String {  // nma_data may itself be a JSON string
-        data = try? JSONSerialization.jsonObject(with: Data(s.utf8))
+      if let s = data?.asString {  // nma_data may itself be a JSON string
+        data = JSONValue.parseObject(s.utf8).map(JSONValue.object)
       }
     }
-    guard let fields = data as? [String: Any] else { throw .malformedPayload(reason: "nma_data is not an object") }
-    guard let token = fields["token"] as? String, !token.isEmpty, token.utf8.count <= 512 else {
+    guard let fields = data?.asObject else { throw .malformedPayload(reason: "nma_data is not an object") }
+    guard let token = fields["token"]?.asString, !token.isEmpty, token.utf8.count <= 512 else {
       throw .malformedPayload(reason: "nma_data.token is missing or not 1-512 characters")
     }
-    guard let redeem = fields["redeem_url"] as? String, let url = URL(string: redeem), url.host != nil else {
+    guard let redeem = fields["redeem_url"]?.asString, let url = URL(string: redeem), url.host != nil else {
       throw .malformedPayload(reason: "nma_data.redeem_url is missing or not a URL")
     }
     guard LoopbackHost.isAllowed(url) else { throw .insecureRedeemURL(redeem) }
@@ -147,8 +149,8 @@ public struct OutOfBandPayload: Sendable, Equatable {
     self.token = token
     self.redeemURL = url
     self.operation = op
-    self.data = fields["data"] as? String
-    self.version = object["nma_data_version"] as? String
+    self.data = fields["data"]?.asString
+    self.version = object["nma_data_version"]?.asString
     self.callback = nil
     self.encrypted = contentType.hasPrefix("application/jose")
   }

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 import TokenDevices
 import UAFCore
 
@@ -29,21 +29,21 @@ public struct PayloadDecrypter {
     guard parts.count == 5, parts[1].isEmpty, let headerBytes = Base64URL.decode(parts[0]),
       let iv = Base64URL.decode(parts[2]), let ciphertext = Base64URL.decode(parts[3]),
       let tag = Base64URL.decode(parts[4]),
-      let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any]
+      let header = JSONValue.parseObject(headerBytes)
     else { throw .decryptionError }
-    guard header["alg"] as? String == Self.algorithm, header["enc"] as? String == Self.encryption,
+    guard header["alg"]?.asString == Self.algorithm, header["enc"]?.asString == Self.encryption,
       header["zip"] == nil, header["crit"] == nil,
-      let epk = header["epk"] as? [String: Any], epk["kty"] as? String == "EC", epk["crv"] as? String == "P-256",
-      let x = (epk["x"] as? String).flatMap(Base64URL.decode), let y = (epk["y"] as? String).flatMap(Base64URL.decode),
+      let epk = header["epk"]?.asObject, epk["kty"]?.asString == "EC", epk["crv"]?.asString == "P-256",
+      let x = epk["x"]?.asString.flatMap(Base64URL.decode), let y = epk["y"]?.asString.flatMap(Base64URL.decode),
       x.count == 32, y.count == 32,
       let ephemeral = try? P256.KeyAgreement.PublicKey(x963Representation: [0x04] + x + y)
     else { throw .decryptionError }
-    let apu = (header["apu"] as? String).flatMap(Base64URL.decode) ?? []
-    let apv = (header["apv"] as? String).flatMap(Base64URL.decode) ?? []
+    let apu = header["apu"]?.asString.flatMap(Base64URL.decode) ?? []
+    let apv = header["apv"]?.asString.flatMap(Base64URL.decode) ?? []
     guard let own = try? key(), let shared = try? own.sharedSecretFromKeyAgreement(with: ephemeral) else {
       throw .decryptionError
     }
-    var z = shared.withUnsafeBytes { Array($0) }
+    var z = shared.withUnsafeBytes { [UInt8]($0) }
     defer { wipe(&z) }
     var contentKey = Self.concatKDF(z: z, algorithmID: Array(Self.encryption.utf8), apu: apu, apv: apv, bits: 256)
     defer { wipe(&contentKey) }

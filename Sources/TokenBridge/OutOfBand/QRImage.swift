@@ -1,5 +1,5 @@
 import CQRCode
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
   import Glibc

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import UAFCore
 
 /// GetUAFRequest / ReturnUAFRequest / SendUAFResponse / ServerResponse (UAF Client API and Transport §8.3).

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 #if canImport(Glibc)
   import Glibc
@@ -24,7 +25,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
   let virtualPaths: Set<String>
   let dev: String
   let sys: String
-  private let lock = NSLock()
+  private let lock = Lock()
   private var stopped = false
   private let done = DispatchSemaphore(value: 0)
   private var running = false
@@ -43,7 +44,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
     wake = WakePipe.make()
     guard fd >= 0 else { return }
     let mask = UInt32(IN_CREATE | IN_DELETE | IN_ATTRIB | IN_MOVED_TO | IN_MOVED_FROM)
-    for dir in Set([dev] + paths.map { ($0 as NSString).deletingLastPathComponent }) {
+    for dir in Set([dev] + paths.map(PathString.deletingLast)) {
       let wd = inotify_add_watch(fd, dir, mask)
       if wd >= 0 { directories[wd] = dir }
     }
@@ -82,11 +83,11 @@ public final class FIDONodeEvents: @unchecked Sendable {
   public func start(_ handler: @escaping @Sendable (FIDONodeEvent) -> Void) {
     guard fd >= 0 else { return }
     lock.withLock { running = true }
-    let t = Thread { [self] in
+    let started = POSIXThread.start { [self] in
       run(handler)
       done.signal()
     }
-    t.start()
+    if !started { lock.withLock { running = false } }  // `stop` must not wait for a thread that never ran
   }
 
   public func stop() {

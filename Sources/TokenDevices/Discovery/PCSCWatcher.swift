@@ -1,5 +1,6 @@
 import CPCSC
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 #if canImport(Glibc)
   import Glibc
@@ -26,13 +27,12 @@ public enum PCSCEvent: Equatable, Sendable {
 /// Make the watcher, read `cards` (the state when it was made), then `start`: nothing between is missed.
 public final class PCSCWatcher: @unchecked Sendable {
   /// Guards `context` and `stopped` (`stop` runs on another thread than the loop).
-  private let lock = NSLock()
+  private let lock = Lock()
   private var context: SCARDCONTEXT?
   private var stopped = false
   private let wake: (read: Int32, write: Int32)
   /// Last seen per reader: card present, and pcsc-lite's event counter (the high word of dwEventState).
   private var known: [String: (present: Bool, counter: DWORD, raw: DWORD)] = [:]
-  private var thread: Thread?
   /// A new context after pcscd came back: the states last seen belong to the old pcscd (its event counters
   /// mean nothing now); compare the presence of cards only, once.
   private var resync = false
@@ -70,10 +70,7 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   /// Runs the loop on its own thread; `handler` is called on that thread, in order.
   public func start(_ handler: @escaping @Sendable (PCSCEvent) -> Void) {
-    let t = Thread { [self] in loop(handler) }
-    t.stackSize = 1 << 20
-    thread = t
-    t.start()
+    POSIXThread.start(stackSize: 1 << 20) { [self] in loop(handler) }
   }
 
   /// Ends the loop (SCardCancel wakes a waiting SCardGetStatusChange; the pipe wakes a wait for pcscd).
@@ -219,8 +216,8 @@ public final class PCSCWatcher: @unchecked Sendable {
   /// pcscd is not reachable: wait for its socket to be (re)created, for `stop`, or for `backoff` seconds (a socket
   /// that exists but refuses us gives no event to wait for).
   func waitForService(backoff: Double) {
-    let dir = (socketPath as NSString).deletingLastPathComponent
-    let name = (socketPath as NSString).lastPathComponent
+    let dir = PathString.deletingLast(socketPath)
+    let name = PathString.last(socketPath)
     let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
     defer { if fd >= 0 { close(fd) } }
     let watching = fd >= 0 && inotify_add_watch(fd, dir, UInt32(IN_CREATE | IN_MOVED_TO | IN_ATTRIB)) >= 0

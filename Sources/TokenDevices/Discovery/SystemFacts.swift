@@ -1,5 +1,6 @@
 import CFido2
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Facts about this machine's token stack that `tokenbridge doctor` reports: library versions, hidraw devices
 /// as the kernel and udev see them, and which processes hold smart cards. Reads sysfs and udev's database;
@@ -12,9 +13,9 @@ public enum SystemFacts {
     for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
       guard let slash = line.firstIndex(of: "/"), line.contains("libfido2") else { continue }
       let path = String(line[slash...])
-      guard let real = realpath(path, nil) else { return (path as NSString).lastPathComponent }
+      guard let real = realpath(path, nil) else { return PathString.last(path) }
       defer { free(real) }
-      return (String(cString: real) as NSString).lastPathComponent
+      return PathString.last(String(cString: real))
     }
     return nil
   }
@@ -23,17 +24,11 @@ public enum SystemFacts {
   public static var pcscdVersion: String? {
     for path in ["/usr/sbin/pcscd", "/usr/local/sbin/pcscd", "/sbin/pcscd"]
     where FileManager.default.isExecutableFile(atPath: path) {
-      let p = Process()
-      let out = Pipe()
-      p.executableURL = URL(fileURLWithPath: path)
-      p.arguments = ["--version"]
-      p.standardOutput = out
-      p.standardError = FileHandle.nullDevice
-      guard (try? p.run()) != nil else { return nil }
-      let data = out.fileHandleForReading.readDataToEndOfFile()
-      p.waitUntilExit()
+      guard let p = Subprocess.start(path, ["--version"], stderr: .null, captureOutput: true) else { return nil }
+      let data = p.readOutput()
+      p.wait()
       let first = String(decoding: data.prefix(4096), as: UTF8.self).split(separator: "\n").first ?? ""
-      return first.split(separator: " ").last.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ".")) }
+      return first.split(separator: " ").last.map { Trim.scalars($0) { $0 == "." } }
     }
     return nil
   }
@@ -55,7 +50,7 @@ public enum SystemFacts {
       let descriptor = procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor")
       let fido = descriptor.map { Array($0.prefix(3)) == [0x06, 0xD0, 0xF1] } ?? false
       let number = procFile("\(sys)/class/hidraw/\(name)/dev").map {
-        String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        Trim.whitespace(String(decoding: $0, as: UTF8.self))
       }
       let db = number.flatMap { FileManager.default.contents(atPath: "\(udev)/c\($0)") }.map {
         String(decoding: $0, as: UTF8.self)
@@ -77,7 +72,7 @@ public enum SystemFacts {
     var out: [(Int32, String)] = []
     for entry in (try? FileManager.default.contentsOfDirectory(atPath: proc)) ?? [] {
       guard let pid = Int32(entry), pid != me, let comm = procFile("\(proc)/\(entry)/comm") else { continue }
-      let name = String(decoding: comm, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+      let name = Trim.whitespace(String(decoding: comm, as: UTF8.self))
       guard name != "pcscd", namespaces(proc, entry) == ownNamespaces else { continue }
       if let maps = procFile("\(proc)/\(entry)/maps") {
         if String(decoding: maps, as: UTF8.self).contains("libpcsclite") { out.append((pid, name)) }
@@ -98,9 +93,5 @@ public enum SystemFacts {
   }
 
   /// A procfs/sysfs file (their size is 0 to stat, so read to the end; at most 4 MiB).
-  static func procFile(_ path: String) -> Data? {
-    guard let h = FileHandle(forReadingAtPath: path) else { return nil }
-    defer { try? h.close() }
-    return try? h.read(upToCount: 4 << 20)
-  }
+  static func procFile(_ path: String) -> [UInt8]? { FileIO.read(path: path, limit: 4 << 20) }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 extension TokenDiscovery {
   /// The token in `reader` as discovery describes it (one transaction: SELECT, version, serial or CHUID, PIN

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// The kinds of token TokenBridge drives.
 public enum TokenKind: String, Codable, Sendable {
@@ -68,7 +70,7 @@ public struct UnusableToken: Sendable, Equatable {
 /// not `Sendable`) moves from the probing thread, which drops it after `put`, to the one `wait` returns it to.
 final class Handover<T>: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
-  private let lock = NSLock()
+  private let lock = Lock()
   private var value: T?
   func put(_ v: T) {
     lock.withLock { value = v }
@@ -153,7 +155,7 @@ public struct TokenDiscovery {
   /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
   /// value created on another thread), so a lock guards the one stored property instead.
   final class ProbeOutcome: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value: (FIDO2Probe, [String])?
     func put(_ v: (FIDO2Probe, [String])) { lock.withLock { value = v } }
     func take() -> (FIDO2Probe, [String])? { lock.withLock { value.take() } }
@@ -162,25 +164,24 @@ public struct TokenDiscovery {
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
   /// started before PC/SC discovery and collected after it, so one silent key delays nothing but itself and
   /// is reported as `.noAnswer`. Trace lines are collected per key and replayed in order by `collect`.
-  func startFIDO2Probes() -> [(ref: FIDO2DeviceRef, thread: Thread, outcome: ProbeOutcome)] {
+  func startFIDO2Probes() -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
     let deadlines = fido2Deadlines
     let tracing = trace != nil
     let details = details
     let refs = FIDO2Session.list(virtualPaths: virtualFIDO2Paths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     return refs.map { ref in
       let outcome = ProbeOutcome()
-      let thread = Thread {
+      POSIXThread.start {
         outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details))
       }
-      thread.start()
-      return (ref, thread, outcome)
+      return (ref, outcome)
     }
   }
 
   /// Waits for each probe (each ends by its own deadlines; the wait is bounded anyway, in case libfido2
   /// overran one) and adds what it found.
   func collect(
-    _ probes: [(ref: FIDO2DeviceRef, thread: Thread, outcome: ProbeOutcome)],
+    _ probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)],
     into result: inout DiscoveryResult
   ) {
     // open (INIT + getInfo) + getInfo + getUVRetries + getPINRetries, with room to spare.
@@ -305,12 +306,12 @@ public struct TokenDiscovery {
             reader: reader, atr: atr, own: context, includePUK: includePUK, detailed: detailed,
             identify: identify, holdCards: holdCards, onlyID: onlyID, tracing: tracing))
       } else {
-        Thread {
+        POSIXThread.start {
           outcome.put(
             Self.probe(
               reader: reader, atr: atr, own: nil, includePUK: includePUK, detailed: detailed, holdCards: holdCards,
               onlyID: onlyID, tracing: tracing))
-        }.start()
+        }
       }
       return (reader, outcome)
     }

@@ -1,5 +1,6 @@
 import CUSB
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// A USB device arriving or leaving, as libusb's hotplug reports it.
 public struct USBHotplugEvent: Equatable, Sendable {
@@ -29,10 +30,11 @@ public final class USBHotplug: @unchecked Sendable {
 
   private var context: OpaquePointer?
   private var handle: libusb_hotplug_callback_handle = 0
-  private let lock = NSLock()
+  private let lock = Lock()
   private var stopped = false
   private var handler: (@Sendable (USBHotplugEvent) -> Void)?
-  private var thread: Thread?
+  /// Whether the event thread runs.
+  private var started = false
   private let done = DispatchSemaphore(value: 0)
 
   public init() throws(StartError) {
@@ -66,22 +68,21 @@ public final class USBHotplug: @unchecked Sendable {
         return 0
       }, me, &handle)
     guard rc == 0 else { throw .registerFailed(rc) }
-    let t = Thread { [self] in
+    // Not started (no thread could be made): `stop` must not wait for it.
+    started = POSIXThread.start { [self] in
       while !lock.withLock({ stopped }) {
         var tv = timeval(tv_sec: 3600, tv_usec: 0)
         _ = libusb_handle_events_timeout_completed(context, &tv, nil)
       }
       done.signal()
     }
-    thread = t
-    t.start()
   }
 
   /// Ends the event thread (libusb_interrupt_event_handler wakes it) and waits for it.
   public func stop() {
     let running = lock.withLock { () -> Bool in
       defer { stopped = true }
-      return !stopped && thread != nil
+      return !stopped && started
     }
     guard running else { return }
     libusb_hotplug_deregister_callback(context, handle)

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The USB device a kernel device belongs to, from sysfs: a hidraw node (`hidraw0`) or a USB interface
 /// (`1-1:1.1`, the name udev's `%k` gives) leads to the USB device (`1-1`) with its identity and interfaces. One
@@ -41,7 +42,7 @@ public struct USBIdentity: Equatable, Sendable {
     var dir = real
     while dir.count > 1 {
       if exists("\(dir)/idVendor") && !exists("\(dir)/bInterfaceClass") { return try read(dir, name: name) }
-      dir = (dir as NSString).deletingLastPathComponent
+      dir = PathString.deletingLast(dir)
     }
     throw .notUSB(name)
   }
@@ -112,7 +113,7 @@ public struct USBIdentity: Equatable, Sendable {
     guard let vendor = attribute(dir, "idVendor"), let product = attribute(dir, "idProduct") else {
       throw .noDevice(name)
     }
-    let busPath = (dir as NSString).lastPathComponent
+    let busPath = PathString.last(dir)
     let entries = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
     let interfaces = entries.filter { $0.hasPrefix(busPath + ":") }.sorted()
     var hidraw: [String] = []
@@ -132,7 +133,7 @@ public struct USBIdentity: Equatable, Sendable {
 
   static func attribute(_ dir: String, _ name: String) -> String? {
     guard let data = FileManager.default.contents(atPath: "\(dir)/\(name)"), data.count < 256 else { return nil }
-    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let text = Trim.whitespace(String(decoding: data, as: UTF8.self))
     return text.isEmpty ? nil : text
   }
 

@@ -1,5 +1,5 @@
 import CFido2
-import Foundation
+import FoundationEssentials
 
 /// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5) through libfido2.
 /// The relying party and user a credential is made for (CTAP 2.1 §6.1: rp, user); the caller names them.

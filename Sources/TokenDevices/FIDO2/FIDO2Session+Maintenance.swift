@@ -1,5 +1,5 @@
 import CFido2
-import Foundation
+import FoundationEssentials
 
 /// A discoverable (resident) credential as credential management lists it (CTAP 2.1 §6.8).
 public struct FIDO2ResidentCredential: Sendable, Equatable, Codable {

@@ -1,5 +1,6 @@
 import CFido2
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 #if canImport(Glibc)
   import Glibc
@@ -40,13 +41,22 @@ enum VirtualFIDOIO {
     }
   }
 
-  /// The open callback gets only the path: the session hands its context over through the opening thread.
-  static let contextKey = "TokenDevices.VirtualFIDOIO.context"
+  /// The open callback gets only the path: the session hands its context over through the opening thread
+  /// (a thread-specific value).
+  static let contextKey: pthread_key_t = {
+    var key = pthread_key_t()
+    precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
+    return key
+  }()
 
   /// Runs `body` (which calls `fido_dev_open`) with `context` visible to the open callback on this thread.
   static func opening<T>(with context: Context, _ body: () -> T) -> T {
-    Thread.current.threadDictionary[contextKey] = context
-    defer { Thread.current.threadDictionary.removeObject(forKey: contextKey) }
+    let box = Unmanaged.passRetained(context)
+    pthread_setspecific(contextKey, box.toOpaque())
+    defer {
+      pthread_setspecific(contextKey, nil)
+      box.release()
+    }
     return body()
   }
 
@@ -55,7 +65,8 @@ enum VirtualFIDOIO {
   }
 
   static let openCallback: @convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer? = { path in
-    guard let path, let context = Thread.current.threadDictionary[contextKey] as? Context,
+    guard let path, let raw = pthread_getspecific(contextKey),
+      case let context = Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue(),
       let fd = connectSocket(String(cString: path), deadlineMs: context.readDeadlineMs)
     else { return nil }
     return Unmanaged.passRetained(Handle(fd: fd, context: context)).toOpaque()

@@ -1,5 +1,6 @@
 import CPCSC
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
 /// the cards connected through it are used by one thread at a time.

@@ -1,10 +1,9 @@
-import Foundation
+import FoundationEssentials
 
 /// base64url without padding (RFC 4648 §5), as UAF uses it everywhere.
 public enum Base64URL {
   public static func encode(_ bytes: [UInt8]) -> String {
-    Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-      .replacingOccurrences(of: "=", with: "")
+    Data(bytes).base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
   }
 
   /// Decodes base64url with or without padding; nil on any character outside the URL-safe alphabet

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads and writes UAF protocol messages (a JSON array of requests or responses).
 public enum UAFMessageCodec {

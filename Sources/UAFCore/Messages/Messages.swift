@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// UAF protocol version (UAF Protocol §3.1.1). Ordered by major, then minor.
 public struct Version: Codable, Equatable, Comparable, Sendable {
@@ -147,8 +147,8 @@ public struct DeregisterAuthenticator: Codable, Equatable, Sendable {
   public func covers(aaid: String, keyID: String) -> Bool {
     switch scope {
     case .allAuthenticators: true
-    case .allKeys(let a): a.caseInsensitiveCompare(aaid) == .orderedSame
-    case .key(let a, let k): a.caseInsensitiveCompare(aaid) == .orderedSame && k == keyID
+    case .allKeys(let a): a.lowercased() == aaid.lowercased()
+    case .key(let a, let k): a.lowercased() == aaid.lowercased() && k == keyID
     }
   }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// TrustedFacets list (UAF AppID and Facet Specification §3.1.2).
 public struct TrustedFacetsList: Codable, Equatable, Sendable {

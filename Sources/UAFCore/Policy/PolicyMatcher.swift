@@ -4,11 +4,11 @@ public enum PolicyMatcher {
   /// criteria must match (UAF Protocol §3.2.1).
   public static func mismatches(_ c: MatchCriteria, _ a: AuthenticatorDescription) -> [String] {
     var why: [String] = []
-    if let aaids = c.aaid, !aaids.contains(where: { $0.caseInsensitiveCompare(a.aaid) == .orderedSame }) {
+    if let aaids = c.aaid, !aaids.contains(where: { $0.lowercased() == a.aaid.lowercased() }) {
       why.append("AAID \(a.aaid) is not among \(aaids.joined(separator: ", "))")
     }
     if let vendors = c.vendorID,
-      !vendors.contains(where: { $0.caseInsensitiveCompare(String(a.aaid.prefix(4))) == .orderedSame })
+      !vendors.contains(where: { $0.lowercased() == a.aaid.prefix(4).lowercased() })
     {
       why.append("vendor \(a.aaid.prefix(4)) is not among \(vendors.joined(separator: ", "))")
     }

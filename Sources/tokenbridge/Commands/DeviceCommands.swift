@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 struct Device: ParsableCommand {
@@ -73,8 +73,7 @@ struct DeviceChange: ParsableCommand {
       } else {
         for r in results {
           if let e = r.error {
-            FileHandle.standardError.write(
-              Data("tokenbridge: not updated at \(r.server): \(ErrorReport(e).message)\n".utf8))
+            FileIO.writeError("tokenbridge: not updated at \(r.server): \(ErrorReport(e).message)\n")
           } else {
             print("Updated at \(r.server): \(displayable(r.what)).")
           }
@@ -125,8 +124,7 @@ struct DeviceCheck: ParsableCommand {
         if results.isEmpty { print("No server to check: this device has no accounts.") }
         for r in results {
           if let e = r.error {
-            FileHandle.standardError.write(
-              Data("tokenbridge: could not check \(r.server): \(ErrorReport(e).message)\n".utf8))
+            FileIO.writeError("tokenbridge: could not check \(r.server): \(ErrorReport(e).message)\n")
           } else if r.mismatches.isEmpty {
             print("\(r.server): no mismatch.")
           } else {
@@ -167,7 +165,7 @@ struct DeviceSync: ParsableCommand {
       let checks = try device.check(servers: try device.servers(including: server))
       let checkErrors = checks.compactMap { r in r.error.map { (r.server, $0) } }
       for (s, e) in checkErrors where !options.json {
-        FileHandle.standardError.write(Data("tokenbridge: could not check \(s): \(ErrorReport(e).message)\n".utf8))
+        FileIO.writeError("tokenbridge: could not check \(s): \(ErrorReport(e).message)\n")
       }
       let actions = DeviceInformationOperations.plan(checks.flatMap(\.mismatches))
       if actions.isEmpty {
@@ -197,7 +195,7 @@ struct DeviceSync: ParsableCommand {
         } else {
           for r in results {
             if let e = r.error {
-              FileHandle.standardError.write(Data("tokenbridge: failed: \(r.what): \(ErrorReport(e).message)\n".utf8))
+              FileIO.writeError("tokenbridge: failed: \(r.what): \(ErrorReport(e).message)\n")
             } else {
               print("Done: \(r.what).")
             }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 struct FIDO2Command: ParsableCommand {
@@ -169,13 +169,13 @@ extension Prompter: FIDO2ResetInteraction {
   func typedAnswer(_ prompt: String) throws -> String {
     if let reader {
       guard let line = try reader.next() else { throw InputError.noMoreInput(expected: .answer) }
-      return String(decoding: line.bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+      return Trim.whitespace(String(decoding: line.bytes, as: UTF8.self), newlines: false)
     }
     guard let terminal else { throw InputError.noTerminal(expected: .answer) }
     terminal.write(prompt)
     var answer = try terminal.readLine(echo: true)
     defer { wipeSecret(&answer) }
-    return String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    return Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false)
   }
 
   func confirmReset(_ plan: FIDO2ResetPlan) throws -> String {

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 struct InstallDesktop: ParsableCommand {
@@ -28,7 +28,7 @@ struct InstallDesktop: ParsableCommand {
       if let d = done.database { Swift.print("MIME cache not updated: \(d)") }
     } catch {
       let report = ErrorReport(error)
-      FileHandle.standardError.write(Data("tokenbridge: \(report.message)\n".utf8))
+      FileIO.writeError("tokenbridge: \(report.message)\n")
       throw ExitCode(report.status.rawValue)
     }
   }

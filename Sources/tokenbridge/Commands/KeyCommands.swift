@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TokenBridge
 
 struct Key: ParsableCommand {
@@ -111,7 +112,7 @@ struct KeySign: ParsableCommand {
         }
         message = d
       } else {
-        message = FileHandle.standardInput.readDataToEndOfFile()
+        message = Data(FileIO.read(0))
       }
       let prompter = try options.prompter()
       // A signature names no token: a script's run does not ask a lone card for its serial.
@@ -123,7 +124,7 @@ struct KeySign: ParsableCommand {
           throw InputError.file(path: output, errno: errno)
         }
       } else {
-        print(sig.map { String(format: "%02x", $0) }.joined())
+        print(Hex.lowercase(sig))
       }
     }
   }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TokenBridge
 
 struct OutOfBand: ParsableCommand {
@@ -39,9 +40,11 @@ struct OutOfBand: ParsableCommand {
     if let qrImage { return .scanned(try QRImage.text(file: qrImage)) }
     if let link { return .link(link) }
     let path = push ?? "-"
-    let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path)
-    guard let handle else { throw InputError.file(path: path, errno: ENOENT) }
-    return .push(Array(handle.readData(ofLength: OutOfBandPayload.maxSize + 1)))
+    let limit = OutOfBandPayload.maxSize + 1
+    guard let bytes = path == "-" ? FileIO.read(0, limit: limit) : FileIO.read(path: path, limit: limit) else {
+      throw InputError.file(path: path, errno: ENOENT)
+    }
+    return .push(bytes)
   }
 
   func run() throws {
@@ -116,9 +119,8 @@ struct OutOfBand: ParsableCommand {
       ctx.prompter.say("Callback: \(displayable(url))")
       return
     }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/xdg-open")
-    p.arguments = [url]
-    do { try p.run() } catch { ctx.prompter.say("Could not open \(displayable(url)) (xdg-open); open it yourself.") }
+    if Subprocess.start("/usr/bin/xdg-open", [url]) == nil {
+      ctx.prompter.say("Could not open \(displayable(url)) (xdg-open); open it yourself.")
+    }
   }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 struct Pending: ParsableCommand {
@@ -55,7 +55,7 @@ struct Pending: ParsableCommand {
     }
   }
 
-  func say(_ s: String) { FileHandle.standardError.write(Data("tokenbridge: \(s)\n".utf8)) }
+  func say(_ s: String) { FileIO.writeError("tokenbridge: \(s)\n") }
 
   func entry(_ op: PendingOutOfBandOperation) -> Entry {
     var data: String?
@@ -71,8 +71,7 @@ struct Pending: ParsableCommand {
   }
 
   func line(_ op: PendingOutOfBandOperation) -> String {
-    let when = ISO8601DateFormatter().string(
-      from: Date(timeIntervalSince1970: Double(op.creationTimeInEpochMillis) / 1000))
+    let when = Date(timeIntervalSince1970: Double(op.creationTimeInEpochMillis) / 1000).formatted(.iso8601)
     var s = "\(displayable(op.id))  \(op.operationName ?? "(unreadable payload)") at \(op.server)  \(when)"
     if let c = op.dispatchChannel { s += "  via \(displayable(c))" }
     if case .success(let p) = op.payload, let d = p.data { s += "  \"\(displayable(d))\"" }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 /// Options of commands that talk to a server.
@@ -300,7 +300,7 @@ struct UAFProcess: ParsableCommand {
     try options.execute {
       let ctx = try UAFContext(options)
       // One byte past the limit tells "too large" without reading an endless stdin.
-      let input = FileHandle.standardInput.readData(ofLength: UAFProcessLimits.maxInput + 1)
+      let input = FileIO.read(0, limit: UAFProcessLimits.maxInput + 1)
       let out = try ctx.env.processUAF(
         input: Array(input), facetID: facetId, channelBinding: channelBinding, tokens: try ctx.tokens(),
         verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter),

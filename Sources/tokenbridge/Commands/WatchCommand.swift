@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
 import TokenBridge
 
 #if canImport(Glibc)
@@ -33,13 +34,13 @@ struct WatchCommand: ParsableCommand {
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    FileHandle.standardError.write(
-      Data("tokenbridge: watching PC/SC readers and cards, FIDO2 device nodes; USB hotplug: \(watch.hotplug)\n".utf8))
+    FileIO.writeError(
+      "tokenbridge: watching PC/SC readers and cards, FIDO2 device nodes; USB hotplug: \(watch.hotplug)\n")
     watch.run { event in
       let line =
         json ? (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}" : event.line
       // Written at once (stdout is a pipe for a service or a script: no buffering).
-      FileHandle.standardOutput.write(Data((line + "\n").utf8))
+      FileIO.writeOutput(line + "\n")
     }
     withExtendedLifetime(sources) {}
   }

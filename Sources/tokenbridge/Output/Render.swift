@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 /// Human and JSON rendering of results. Text from tokens and servers goes through `displayable`.

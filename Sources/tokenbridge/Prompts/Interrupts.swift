@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 import TokenBridge
 
@@ -52,7 +53,7 @@ final class Interrupts: Sendable {
     // Cancel whatever waits (each canceller does nothing when its key is not in an operation).
     let cancelled = cancellers.withLock { $0.map { $0.cancel() } }.contains(true)
     if cancelled { return }
-    FileHandle.standardError.write(Data("\ntokenbridge: interrupted\n".utf8))
+    FileIO.writeError("\ntokenbridge: interrupted\n")
     exit(130)
   }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 /// Implements the library's interaction protocols for the CLI: the terminal when there is one, a pinentry
@@ -38,7 +38,7 @@ final class Prompter: PinChanger, PinUserVerifier {
   static let title = "TokenBridge"
 
   func say(_ s: String) {
-    if let terminal { terminal.write(s + "\n") } else { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+    if let terminal { terminal.write(s + "\n") } else { FileIO.writeError((s + "\n")) }
   }
 
   /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal (pinentry: as its
@@ -62,7 +62,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     return Secret(try terminal.readLine(echo: false))
   }
 
-  func pinentryPrompt(_ p: String) -> String { p.trimmingCharacters(in: .whitespaces) }
+  func pinentryPrompt(_ p: String) -> String { Trim.whitespace(p, newlines: false) }
 
   /// A new secret, typed twice on a terminal or in pinentry (read once from --pin-fd).
   func newSecret(
@@ -115,7 +115,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     terminal.write(warning + " Type yes to continue: ")
     var answer = try terminal.readLine(echo: true)
     defer { wipeSecret(&answer) }
-    return String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased() == "yes"
+    return Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false).lowercased() == "yes"
   }
 
   // MARK: PinChanger

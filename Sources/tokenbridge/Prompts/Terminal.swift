@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TokenBridge
 
 #if canImport(Glibc)
@@ -97,7 +97,7 @@ extension Terminal {
       write("Which one [1-\(lines.count)]? ")
       var answer = try readLine(echo: true)
       defer { wipeSecret(&answer) }
-      if let n = Int(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces)),
+      if let n = Int(Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false)),
         (1...lines.count).contains(n), allowed(n - 1)
       {
         return n - 1
