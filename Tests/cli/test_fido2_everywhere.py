@@ -77,7 +77,7 @@ def test_pending_and_device_with_only_a_fido2_key(env, rp):
     op = dispatch(server, t["id"], "Auth", username="alice")
     listed = json.loads(tb(env, "pending", "--json").stdout)
     assert [o["id"] for o in listed["operations"]] == [op["sessionId"]]
-    r = tb(env, "pending", "--run", op["sessionId"], "--yes", pins=["1234"])
+    r = tb(env, "pending", f"--run={op['sessionId']}", "--yes", pins=["1234"])
     assert r.returncode == 0 and "Authenticated as alice" in r.stdout, r.stderr
     r = tb(env, "device", "change", "--name", "Desk")
     assert r.returncode == 0, r.stderr

@@ -91,7 +91,7 @@ def test_run_errors_have_their_codes(card, rp, home):
     assert "No pending operation no-such-id: it was processed or timed out (tokenbridge pending lists them)." \
         in r.stderr
     op = dispatch(server, t["id"], "Auth", username="alice")
-    r = tb(home, "pending", "--run", op["sessionId"], pins=["123456"])  # no --yes, no terminal
+    r = tb(home, "pending", f"--run={op['sessionId']}", pins=["123456"])  # no --yes, no terminal
     assert r.returncode == 3 and "Not confirmed" in r.stderr, r.stderr
     assert [o["id"] for o in pending(home)["operations"]] == [op["sessionId"]]  # nothing was redeemed
     server.post("/_admin/fault", {"scope": "device", "status": 503, "count": 3}, uaf=False)
@@ -115,7 +115,7 @@ def test_the_same_with_a_fido2_key(fido2_key, rp, home):
     [t] = targets(server)
     assert t["deviceId"] == device_id(env)
     op = dispatch(server, t["id"], "Auth", username="alice")
-    r = tb_raw("pending", "--run", op["sessionId"], "--yes", env=env, pins=["1234"])
+    r = tb_raw("pending", f"--run={op['sessionId']}", "--yes", env=env, pins=["1234"])
     assert r.returncode == 0 and "Authenticated as alice" in r.stdout, r.stderr
     [cred] = json.loads(tb_raw("authenticators", "--json", env=env).stdout)
     call(server, "POST", "/_admin/mismatch", {"kind": "MissingAuthenticatorInServer", "keyId": cred["keyID"]})
