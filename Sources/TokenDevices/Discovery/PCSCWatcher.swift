@@ -172,31 +172,21 @@ public final class PCSCWatcher: @unchecked Sendable {
       fresh.insert(name)
       known[name] = (false, 0, DWORD(SCARD_STATE_UNAWARE))
     }
-    let pnp = "\\\\?PnP?\\Notification"
-    let watched = [pnp] + names
-    let cStrings = watched.map { strdup($0) }
-    defer { cStrings.forEach { free($0) } }
-    var states = watched.enumerated().map { i, name in
-      var st = SCARD_READERSTATE()
-      st.szReader = UnsafePointer(cStrings[i])
-      // PnP: the reader count in the high word (pcsc-lite); readers: the state last seen (UNAWARE when new).
-      let last = resync ? nil : known[name]?.raw
-      st.dwCurrentState = i == 0 ? DWORD(names.count << 16) : (last ?? DWORD(SCARD_STATE_UNAWARE))
-      return st
-    }
     // A new reader's state (UNAWARE) is answered at once; a wait proper follows on the next round.
     let wait = fresh.isEmpty && !resync ? timeoutMs : 0
     let resyncing = resync
     resync = false
     // `stop` cancels a call in progress; one that has not started yet would not be (narrow, but checked).
     if isStopped { return .stopped }
-    rv = SCardGetStatusChange(ctx, wait, &states, DWORD(states.count))
+    // Each reader from the state last seen (UNAWARE when new, or when resynchronising after pcscd came back).
+    let events: [DWORD]
+    (rv, events) = PCSCContext.statusChange(
+      ctx, readers: names, current: { resyncing ? nil : self.known[$0]?.raw }, timeoutMs: wait)
     let st = PCSCStatus(rv)
     if Self.isServiceGone(rv) { return .serviceGone }
     if st == .cancelled { return isStopped ? .stopped : .ok }
     guard st == .success || st == .timeout else { return .ok }  // e.g. a reader gone meanwhile: list again
-    for (i, name) in watched.enumerated() where i > 0 {
-      let event = states[i].dwEventState
+    for (name, event) in zip(names, events) {
       guard event & DWORD(SCARD_STATE_UNKNOWN) == 0, event & DWORD(SCARD_STATE_IGNORE) == 0 else { continue }
       let present = event & DWORD(SCARD_STATE_PRESENT) != 0
       let counter = event >> 16

@@ -71,7 +71,6 @@ public final class PCSCContext {
   /// pseudo-reader (a reader added or removed), never a sleep loop.
   public func waitForCard(in matches: (String) -> Bool, seconds: Double) throws(SmartCardError) -> String? {
     let deadline = Date().addingTimeInterval(seconds)
-    let pnp = "\\\\?PnP?\\Notification"
     var known: [String: DWORD] = [:]
     while true {
       let names = try readers()
@@ -80,24 +79,33 @@ public final class PCSCContext {
       }
       let left = deadline.timeIntervalSinceNow
       guard left > 0 else { return nil }
-      let watched = [pnp] + names
-      let cStrings = watched.map { strdup($0) }
-      defer { cStrings.forEach { free($0) } }
-      var states = watched.enumerated().map { i, name in
-        var st = SCARD_READERSTATE()
-        st.szReader = UnsafePointer(cStrings[i])
-        // PnP: the reader count in the high word (pcsc-lite); readers: the state last seen.
-        st.dwCurrentState = i == 0 ? DWORD(names.count << 16) : (known[name] ?? DWORD(SCARD_STATE_UNAWARE))
-        return st
-      }
-      let rv = SCardGetStatusChange(handle, DWORD(min(left, 3600) * 1000), &states, DWORD(states.count))
+      let (rv, events) = Self.statusChange(
+        handle, readers: names, current: { known[$0] }, timeoutMs: DWORD(min(left, 3600) * 1000))
       let st = PCSCStatus(rv)
       if st == .timeout { return nil }
       if st != .success && st != .unknownReader { try Self.check(rv, "SCardGetStatusChange") }
-      for (i, name) in watched.enumerated() where i > 0 {
-        known[name] = states[i].dwEventState & ~DWORD(SCARD_STATE_CHANGED)
-      }
+      for (name, event) in zip(names, events) { known[name] = event & ~DWORD(SCARD_STATE_CHANGED) }
     }
+  }
+
+  /// One SCardGetStatusChange on `readers` and on pcsc-lite's `\\?PnP?\Notification` pseudo-reader, whose current
+  /// state carries the reader count in its high word (so a reader added or removed ends the wait too). `current`:
+  /// each reader's state last seen (nil: UNAWARE, answered at once). Returns the call's result and each reader's
+  /// event state, in the order of `readers`. Shared by `waitForCard` and `PCSCWatcher`.
+  static func statusChange(
+    _ context: SCARDCONTEXT, readers: [String], current: (String) -> DWORD?, timeoutMs: DWORD
+  ) -> (rv: LONG, events: [DWORD]) {
+    let watched = ["\\\\?PnP?\\Notification"] + readers
+    let cStrings = watched.map { strdup($0) }
+    defer { cStrings.forEach { free($0) } }
+    var states = watched.enumerated().map { i, name in
+      var st = SCARD_READERSTATE()
+      st.szReader = UnsafePointer(cStrings[i])
+      st.dwCurrentState = i == 0 ? DWORD(readers.count << 16) : (current(name) ?? DWORD(SCARD_STATE_UNAWARE))
+      return st
+    }
+    let rv = SCardGetStatusChange(context, timeoutMs, &states, DWORD(states.count))
+    return (rv, states.dropFirst().map(\.dwEventState))
   }
 
   /// Connects in shared mode (T=1 or T=0).
