@@ -33,7 +33,7 @@ extension PIVSession {
       if chuid == .always || id.serial == nil, let chuid = try readObject(0x5FC102),
         let guid = BERTLV.find(0x34, in: chuid)
       {
-        id.chuidGUID = guid.map { String(format2: $0) }.joined()
+        id.chuidGUID = Hex.lowercase(guid)
       }
       return id
     }
@@ -44,13 +44,6 @@ extension PIVSession {
 public enum CHUIDRead: Sendable {
   case always
   case whenNoSerial
-}
-
-extension String {
-  init(format2 b: UInt8) {
-    let s = String(b, radix: 16)
-    self = s.count == 1 ? "0" + s : s
-  }
 }
 
 extension PIVSession {

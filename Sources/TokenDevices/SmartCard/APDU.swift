@@ -65,10 +65,7 @@ public struct APDUResponse: Sendable, Equatable {
 extension Sequence where Element == UInt8 {
   /// Upper-case hex with a space between bytes, for traces and messages.
   public var hexString: String {
-    map { b in
-      let s = String(b, radix: 16, uppercase: true)
-      return s.count == 1 ? "0" + s : s
-    }.joined(separator: " ")
+    map { Hex.digits($0, width: 2, uppercase: true) }.joined(separator: " ")
   }
 }
 
