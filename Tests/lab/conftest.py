@@ -86,9 +86,25 @@ class Guest:
         return self.run("bash", "-c", script, attach=attach, timeout=timeout)
 
 
+def hold(guest, kind):
+    """The virtual pass's held device: a virtual `kind` device attached until release() (one at a time)."""
+    if _state.get("held") == kind:
+        return
+    release(guest)
+    r = guest.sh(_held_up(HELD_PORT, kind), timeout=120)
+    assert r.returncode == 0, f"the held {kind} device did not come up: {r.stdout[-2000:]}"
+    _state["held"] = kind
+
+
+def release(guest):
+    if _state.pop("held", None):
+        guest.sh(_held_down(HELD_PORT), timeout=120)
+
+
 @pytest.fixture
 def devices(guest):
     """Virtual devices attached per test; for what only they can do (detach over USB/IP, several devices)."""
+    release(guest)  # a held device goes first: these tests count and number the devices they attach
     if RESIDENT:
         pytest.skip("needs virtual devices attached over USB/IP (detach, replug, several devices): not run with a "
                     "resident token")
@@ -98,23 +114,40 @@ def devices(guest):
     return guest
 
 
-# Serves the stand-in (composite, its own serial and port) detached from the job so it stays for the session; its
-# server is not a job's child, so no job's cleanup detaches it (tests with a resident token attach nothing).
-_STANDIN_UP = f"""set -u
-vt="${{TB_BIN:-$LAB_ROOT/.build/debug}}/virtual-token"; d=/tmp/standin; mkdir -p $d
-setsid "$vt" usbip --listen 127.0.0.1:3270 --device composite --serial {STANDIN_SERIAL} --state-dir $d \
-  >$d/server.log 2>&1 </dev/null &
-for _ in $(seq 100); do usbip --tcp-port 3270 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.1; done
-usbip --tcp-port 3270 attach -r 127.0.0.1 -b 1-1 || {{ cat $d/server.log; exit 1; }}
-for _ in $(seq 100); do [ -n "$(ls /sys/class/hidraw)" ] && break; sleep 0.1; done
+# Serves a virtual device detached from the job, so it stays attached across jobs until _held_down: the stand-in
+# (composite, its own serial and port, for the session) and, in the virtual pass, the device a module's `dut` tests
+# share (one attach for the module instead of one a test, as a resident token is shared). Its server is not a
+# job's child, so no job's cleanup detaches it (lab-job detaches only its own server's ports).
+def _held_up(port, kind, serial=""):
+    hid = "" if kind == "ccid" else "for _ in $(seq 100); do [ -n \"$(ls /sys/class/hidraw)\" ] && break; sleep 0.1; done"
+    reader = "" if kind == "fido" else \
+        "for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' && break; sleep 0.1; done"
+    return f"""set -u
+vt="${{TB_BIN:-$LAB_ROOT/.build/debug}}/virtual-token"; d=/tmp/held-{port}; rm -rf $d; mkdir -p $d
+setsid "$vt" usbip --listen 127.0.0.1:{port} --device {kind} {f"--serial {serial}" if serial else ""} \\
+  --state-dir $d >$d/server.log 2>&1 </dev/null &
+for _ in $(seq 100); do usbip --tcp-port {port} list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.1; done
+usbip --tcp-port {port} attach -r 127.0.0.1 -b 1-1 || {{ cat $d/server.log; exit 1; }}
+{hid}
 udevadm settle -t 10
-for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' && break; sleep 0.1; done
+{reader}
 """
 
-_STANDIN_DOWN = """set -u
-for p in $(usbip port 2>/dev/null | awk '/^Port/{p=$2} /127.0.0.1:3270\\//{sub(":", "", p); print p}'); do usbip detach -p $p; done
-pkill -f 'usbip --listen 127.0.0.1:3270' || true
+
+def _held_down(port):
+    return f"""set -u
+for p in $(usbip port 2>/dev/null | awk '/^Port/{{p=$2}} /127.0.0.1:{port}\\//{{sub(":", "", p); print p}}'); do usbip detach -p $p; done
+pkill -f 'usbip --listen 127.0.0.1:{port}' || true
+for _ in $(seq 100); do [ -z "$(ls /sys/class/hidraw)" ] && break; sleep 0.1; done
+for _ in $(seq 100); do pcsc_scan -r 2>/dev/null | grep -q '^0: ' || break; sleep 0.1; done
+udevadm settle -t 10
 """
+
+
+_STANDIN_UP = _held_up(3270, "composite", STANDIN_SERIAL)
+_STANDIN_DOWN = _held_down(3270)
+HELD_PORT = 3280
+
 
 # What the guest sees of the resident token: its USB device (by VID:PID), serial, interface classes, hidraw node
 # (the HID interface of that device whose report descriptor starts with the FIDO usage page 06 D0 F1) and reader.
@@ -141,7 +174,8 @@ pcsc_scan -r 2>/dev/null | sed -n 's/^0: /reader=/p'
 
 
 class Dut:
-    """The device under test: `kind` names the interface a test needs (fido, ccid or composite)."""
+    """The device under test: `kind` names the interface a test needs (fido, ccid or composite). Virtual: one device
+    of that kind held for the module's tests (see _held_up), changed when a test asks for another kind."""
 
     def __init__(self, guest, info):
         self.guest, self.info = guest, info
@@ -152,7 +186,8 @@ class Dut:
 
     def _attach(self, kind):
         if self.virtual:
-            return [kind]
+            hold(self.guest, kind)
+            return []
         need = {"fido": ["fido"], "ccid": ["ccid"], "composite": ["fido", "ccid"]}[kind]
         for n in need:
             if not self.info.get(n):
@@ -188,14 +223,16 @@ def _resident(guest):
     return _state["resident"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def dut(guest):
     if not RESIDENT:
         reason = _usbip_unavailable()
         if reason:
             pytest.skip(reason)
-        return Dut(guest, None)
-    return Dut(guest, _resident(guest))
+        yield Dut(guest, None)
+        release(guest)  # the module's held device: the next module starts with none
+        return
+    yield Dut(guest, _resident(guest))
 
 
 def flows(dut, kind):

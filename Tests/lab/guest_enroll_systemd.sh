@@ -1,11 +1,12 @@
 #!/bin/bash
 # Runs inside a lab guest booted with --systemd (Tests/lab/test_enroll_systemd.py): the whole plug-in path, with no
 # command typed for an enrollment. The rules and the user unit are installed (Tools/install-udev); root's user
-# manager is told the pinentry to use (Tests/lab/guest_enroll_pinentry.sh around the scripted one: the PINs come
+# manager is told the pinentry to use (Tests/lab/guest_enroll_pinentry.sh, a scripted one: the PINs come
 # from it, as a user would type them); composite tokens are attached over USB/IP: udev → SYSTEMD_USER_WANTS →
 # tokenbridge-enroll@.service → tokenbridge enroll. Phases: A plugged (enrolled), A replugged (nothing asked),
 # B plugged and pulled while its enrollment waits in pinentry (nothing written), B plugged again (enrolled),
-# onInsert ask (A declined, remembered, --reset forgets). Prints KEY=VALUE lines; the test asserts on them.
+# onInsert ask (A declined, remembered, --reset forgets), no configuration (nothing done), prefer piv by hand.
+# Prints KEY=VALUE lines; the test asserts on them.
 set -u
 vt="${TB_BIN:-$LAB_ROOT/.build/debug}"
 tb="$vt/tokenbridge"
@@ -14,8 +15,8 @@ chmod 755 "$w"
 # root's user bus and runtime directory, for dbus-monitor and busctl.
 export XDG_RUNTIME_DIR=/run/user/0 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
 data=/root/.local/share/tokenbridge
-"$LAB_ROOT/Tools/install-udev" --bin "$tb" >"$w/install.log" 2>&1 || { cat "$w/install.log"; exit 90; }
-udevadm control --reload
+# The reference RP first: its Python start (cryptography's import) takes seconds under TCG, and the rest of the
+# setup runs meanwhile.
 python3 "$LAB_ROOT/Tools/rp/tokenbridge_rp.py" --port 0 --port-file "$w/rp.port" 2>"$w/rp.log" &
 rp=$!
 mkdir -p "$w/a" "$w/b"
@@ -29,11 +30,9 @@ dbus-monitor --session "interface='org.freedesktop.Notifications',member='Notify
 mon=$!
 trap 'for p in $(usbip port 2>/dev/null | sed -n "s/^Port \([0-9]*\):.*/\1/p"); do usbip detach -p $p >/dev/null 2>&1; done
   kill $srv_a $srv_b $rp $mon 2>/dev/null' EXIT
-for _ in $(seq 150); do [ -s "$w/rp.port" ] && break; sleep 0.2; done
-url="http://127.0.0.1:$(cat "$w/rp.port")"
-regs() { python3 -c "import urllib.request,sys,json; print(json.dumps(sorted(r['aaid'] for r in json.load(urllib.request.urlopen(sys.argv[1])))))" "$url/_admin/registrations"; }
-mkdir -p /root/.config/tokenbridge
-printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
+# Installs the rules and the unit, and reloads udev and root's user manager (over the bus exported above).
+"$LAB_ROOT/Tools/install-udev" --bin "$tb" >"$w/install.log" 2>&1 || { cat "$w/install.log"; exit 90; }
+echo "user_manager_reloaded=$(grep -c '^reloaded the user service manager' "$w/install.log")"
 sc="$w/scenario.json"
 scenario() { printf '{"answers": %s}\n' "$1" >"$sc"; rm -f "$sc.pos"; }
 # As an administrator would: through a PAM session of root (`-M root@`). Root lingers in the lab: its user manager
@@ -41,9 +40,20 @@ scenario() { printf '{"answers": %s}\n' "$1" >"$sc"; rm -f "$sc.pos"; }
 # (Without XDG_RUNTIME_DIR and the bus address: with them, systemctl would skip the session and use the bus.)
 env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ set-environment \
   PINENTRY_PROGRAM="$LAB_ROOT/Tests/lab/guest_enroll_pinentry.sh" SCRIPTED_PINENTRY_SCENARIO="$sc" PATH="$PATH"
-env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ daemon-reload
+for _ in $(seq 300); do [ -s "$w/rp.port" ] && break; sleep 0.2; done
+url="http://127.0.0.1:$(cat "$w/rp.port")"
+# The AAIDs registered at the RP, sorted, as a JSON list.
+regs() {
+  curl -fsS "$url/_admin/registrations" | grep -o '"aaid": *"[^"]*"' | sed 's/.*: *//' | sort | paste -sd, |
+    sed 's/^/[/; s/$/]/'
+}
+mkdir -p /root/.config/tokenbridge
+printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
 
-journal() { journalctl --no-pager -o cat; }
+# The journal as of the last snap (wait_ended takes one when it returns): one read per phase, not one per line
+# printed (each read of the whole journal takes about half a second under TCG).
+snap() { journalctl --no-pager -o cat >"$w/journal"; }
+journal() { cat "$w/journal"; }
 # Units of tokenbridge-enroll@ that ended (finished or failed) so far.
 ended() { journal | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@'; }
 # wait_ended N: until N units ended in all (bounded). Reads only the journal's new entries each time (a cursor
@@ -53,10 +63,11 @@ wait_ended() {
   rm -f "$c"
   for _ in $(seq 240); do
     seen=$((seen + $(journalctl --no-pager -o cat --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
-    [ "$seen" -ge "$1" ] && return 0
+    [ "$seen" -ge "$1" ] && { snap; return 0; }
     sleep 0.5
   done
   echo "timeout_waiting_units=$1"
+  snap
 }
 getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
 port_of() { usbip port 2>/dev/null | awk -v s="127.0.0.1:$1/" '/^Port/{p=$2} index($0, s){sub(":", "", p); print p}'; }
@@ -151,6 +162,8 @@ echo "ask_again_remembered=$(journal | grep -c 'usb-1209-0001-20000001 was decli
 echo "forget=$("$tb" enroll --reset usb-1209-0001-20000001 2>&1)"
 echo "forget_memory=$(memory)"
 
+snap
+
 echo "root_sessions_closed=$(journal | grep -c 'session closed for user root')"
 echo "user_manager=$(systemctl show user@0.service -p ActiveState --value)"
 echo "user_manager_stopped=$(journal | grep -c '^Stopping user@0.service')"
@@ -159,4 +172,21 @@ echo "sigterm_total=$(journal | grep -c 'status=15/TERM')"
 echo "notify_enrolled=$(grep -c 'string "Token enrolled"' "$w/notify.log")"
 echo "notify_not_enrolled=$(grep -c 'string "Token not enrolled"' "$w/notify.log")"
 echo "notify_bodies=$(grep -A1 'string "Token' "$w/notify.log" | grep -v 'string "Token' | sed 's/^ *string //' | tr '\n' '|')"
+
+# Without "enroll" in the configuration, enroll does nothing and records nothing (A is attached, forgotten).
+a_usb=$(readlink -f "$(dirname "$(grep -lx 20000001 /sys/bus/usb/devices/*/serial)")")
+a_hid=$(basename "$(ls -d "$a_usb"/*/*/hidraw/hidraw* | head -1)")
+mkdir -p "$w/noconfig"
+echo "unconfigured=$(XDG_CONFIG_HOME="$w/noconfig" "$tb" enroll --device "$a_hid" 2>&1)"
+echo "unconfigured_memory=$(memory)"
+# prefer piv, typed by hand at A's hidraw node: the CCID side of the same token enrolls (PIV PIN 123456), as bob.
+printf '{"enroll": {"server": "%s", "onInsert": "auto", "prefer": "piv", "username": "bob"}}\n' "$url" \
+  >/root/.config/tokenbridge/config.json
+printf '123456\n' >"$w/pins"
+"$tb" enroll --device "$a_hid" --pin-fd 3 3<"$w/pins" >"$w/piv.out" 2>&1
+echo "piv_rc=$?"
+echo "piv_out=$(tr '\n' ' ' <"$w/piv.out")"
+echo "piv_regs=$(regs)"
+echo "piv_memory=$(memory)"
+
 echo "done=1"

@@ -79,11 +79,12 @@ def main():
                            "--port-file", str(work / "rp.port")], stderr=open(work / "rp.log", "w"))
     out = {}
     try:
-        assert wait(lambda: (work / "rp.port").exists() and (work / "rp.port").read_text())
-        url = f"http://127.0.0.1:{(work / 'rp.port').read_text()}"
         assert wait(lambda: sh("usbip", "--tcp-port", PORT, "list", "-r", "127.0.0.1").returncode == 0)
         attach("1-1")
         assert tb("pin", "set", pins=["1234"]).returncode == 0
+        # The RP's start (seconds of Python imports under TCG) ran beside the steps above.
+        assert wait(lambda: (work / "rp.port").exists() and (work / "rp.port").read_text())
+        url = f"http://127.0.0.1:{(work / 'rp.port').read_text()}"
         # A discoverable credential, so fido2-token -L -r (a real client) has something to list.
         (work / "c" / "tokenbridge").mkdir(parents=True)
         (work / "c" / "tokenbridge" / "config.json").write_text('{"fido2ResidentKeys": true}')
