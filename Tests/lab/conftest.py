@@ -2,7 +2,7 @@
 virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason.
 
 One suite for the virtual and the real device. A test that works with any token asks for the `dut` fixture (the
-device under test) and the interface it needs; by default that is a virtual device attached for the test. With a
+device under test) and the interface it needs; by default that is a virtual device held for the module. With a
 resident token — a real one passed through (LAB_PASSTHROUGH=VID:PID, opt-in: TOKENBRIDGE_HIL=1 and its serial in
 TOKENBRIDGE_HIL_SERIAL, which Tools/lab checks), or a virtual composite token standing in for one
 (LAB_STANDIN=composite, which checks this mode on machines without a real token) — the same tests run against it.
