@@ -61,3 +61,24 @@ def test_tokenbridge_piv_flows_through_ccid(dut):
         assert len([t for t in listed if "piv" in t.get("kinds", [t["kind"]])]) == 1
     assert json.loads(steps["pin status"]["stdout"])["pin"]["retriesLeft"] == 3  # PIV's factory default, ours too
     assert [r["aaid"] for r in result["registrations"]] == ["7B1D#0001"] and result["after"] == []
+
+
+def test_pkcs11_tool_signs_with_a_key_tokenbridge_generated(dut):
+    """OpenSC's PKCS#11 module through pcscd + libccid: our key (tokenbridge key generate), a certificate imported
+    with yubico-piv-tool (OpenSC shows a PIV key only with one), a signature by pkcs11-tool that openssl verifies."""
+    dut.destructive("key generation in slot 9a and a PIN attempt (pkcs11-tool --login)")
+    r = dut.sh(f"""set -eu
+tb="${{TB_BIN:-$LAB_ROOT/.build/debug}}/tokenbridge"; w=$(mktemp -d)
+r=$(pcsc_scan -r | sed -n 's/^0: //p')
+id=$("$tb" tokens --json | grep -o '"piv-[^"]*"' | head -1 | tr -d '"')
+"$tb" key generate --token "$id" --slot 9a >$w/pub.pem
+openssl ecparam -name prime256v1 -genkey -noout -out $w/ca.key
+openssl x509 -new -subj "/CN=tokenbridge lab" -key $w/ca.key -force_pubkey $w/pub.pem -days 2 -out $w/cert.pem
+yubico-piv-tool -r "$r" -a import-certificate -s 9a -i $w/cert.pem
+printf 'signed through PKCS#11 over CCID' >$w/data
+openssl dgst -sha256 -binary $w/data >$w/digest
+pkcs11-tool --module {PKCS11} --login --pin 123456 --sign --mechanism ECDSA --id 01 -i $w/digest \\
+  --signature-format openssl -o $w/sig
+openssl dgst -sha256 -verify $w/pub.pem -signature $w/sig $w/data""", kind="ccid")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "Verified OK", r.stdout
