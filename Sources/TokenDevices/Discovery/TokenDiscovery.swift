@@ -258,14 +258,18 @@ public struct TokenDiscovery {
 
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    let probes = includeFIDO2 ? startFIDO2Probes() : []
+    // No libfido2: PIV cards still work; its absence matters only when no card was found either.
+    var fido2Missing: TokenError?
+    if includeFIDO2 { do { try FIDO2Session.loadLibrary() } catch { fido2Missing = error } }
+    let probes = includeFIDO2 && fido2Missing == nil ? startFIDO2Probes() : []
     let pcscError = discoverPCSC(into: &result, otherTokens: probes.count)
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty { throw .smartCard(pcscError) }
+      if result.fido2Found.isEmpty { throw fido2Missing ?? .smartCard(pcscError) }
       result.pcscProblem = pcscError
     }
+    if let fido2Missing, result.tokens.isEmpty { throw fido2Missing }
     return result
   }
 
