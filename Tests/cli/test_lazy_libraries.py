@@ -321,3 +321,12 @@ def test_forwarding_definitions_are_generated_from_the_current_sources():
     client started to call is a link error; one it stopped calling, or a changed header, shows here)."""
     r = subprocess.run([str(ROOT / "Tools" / "gen-lazy"), "--check"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_missing_libcrypto_is_a_clear_error_before_the_management_key_is_used(home, card):
+    # libcrypto is only for the PIV management key's 3DES/AES (libfido2 needs it too: the card is still found).
+    r = run(home, "key", "generate", "--slot", "9c", prefix=hiding("libcrypto.so.3"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("tokenbridge: libcrypto.so.3 cannot be loaded ("), r.stderr
+    assert "the PIV management key needs it (Debian: apt install libssl3). Nothing was done." in r.stderr, r.stderr
+    assert run(home, "key", "public", "--slot", "9c").returncode != 0  # no key was generated
