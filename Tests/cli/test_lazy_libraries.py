@@ -301,6 +301,13 @@ def test_missing_libfido2_leaves_smart_cards_usable(home, card):
     assert r.returncode == 0 and "PIN: 3 tries left" in r.stdout, r.stdout + r.stderr
 
 
+def test_tokens_says_fido2_keys_were_not_looked_for_without_libfido2(home, card, key):
+    r = run(home, "tokens", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hiding("libfido2.so.1"))
+    assert r.returncode == 0 and card.id in r.stdout and "kind: fido2" not in r.stdout, r.stdout + r.stderr
+    assert "(FIDO2 keys: libfido2.so.1 cannot be loaded (" in r.stdout, r.stdout
+    assert "FIDO2 keys need it (Debian: apt install libfido2-1). Nothing was done.)" in r.stdout, r.stdout
+
+
 def test_missing_libpcsclite_is_a_clear_error(home, card):
     r = run(home, "pin", "status", prefix=hiding("libpcsclite.so.1"))
     assert r.returncode == 1, r.stderr

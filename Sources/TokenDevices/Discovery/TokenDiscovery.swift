@@ -94,6 +94,8 @@ public struct DiscoveryResult {
   public var readerCount = 0
   /// PC/SC could not be used (e.g. pcscd not running) while FIDO2 keys were found.
   public var pcscProblem: SmartCardError?
+  /// FIDO2 keys could not be looked for (libfido2 cannot be loaded) while smart cards were found.
+  public var fido2Problem: TokenError?
 }
 
 /// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
@@ -270,6 +272,7 @@ public struct TokenDiscovery {
       result.pcscProblem = pcscError
     }
     if let fido2Missing, result.tokens.isEmpty { throw fido2Missing }
+    result.fido2Problem = fido2Missing
     return result
   }
 
