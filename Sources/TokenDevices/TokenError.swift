@@ -52,6 +52,8 @@ public enum TokenError: Error, Equatable, Sendable {
   case resetNotAllowed
   /// Any other libfido2 status (`fido_strerr` says what), for `operation`.
   case fido2(Int32, operation: String)
+  /// A library the operation needs (libfido2, libcrypto) cannot be loaded; they are loaded at first use.
+  case libraryMissing(LibraryUnavailable)
 }
 
 /// Why a PIN/PUK value cannot be used, as facts (the CLI words them).

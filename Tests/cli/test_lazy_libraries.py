@@ -1,8 +1,10 @@
 """Libraries loaded when a command needs them, not at start-up (`tokenbridge --version` maps no HTTP, TLS, QR or
-image library), and the HTTP transport: libcurl loaded at the first request, TLS verified against the system trust store (an untrusted or misnamed certificate is refused before
+image library, and no token or database library: libfido2, libpcsclite, libusb, libcrypto, libsqlite3 are loaded
+at their first use, a missing one is a clear error), and the HTTP transport: libcurl loaded at the first request, TLS verified against the system trust store (an untrusted or misnamed certificate is refused before
 any request is sent), and a clear error when libcurl is missing. Servers on loopback only; the trusted-CA and
 missing-library cases run the client in a mount namespace of their own with a file bound over the system's
 (the CA bundle, the library), so the product has no test-only trust setting."""
+import json
 import os
 import shutil
 import socket
@@ -14,7 +16,8 @@ import zlib
 
 import pytest
 
-from conftest import TOKENBRIDGE
+from conftest import ROOT, TOKENBRIDGE
+from fido2_conn import Key
 
 REG_PATH = "/nevisfido/uaf/1.1/request/registration"
 
@@ -129,9 +132,9 @@ def system_ca_bundle():
     return path
 
 
-def loaded_libraries(home, *args, **kw):
+def loaded_libraries(home, *args, env=(), **kw):
     """The shared objects the dynamic loader maps for `tokenbridge ARGS` (LD_DEBUG=files), and the result."""
-    r = run(home, *args, env={"LD_DEBUG": "files"}, **kw)
+    r = run(home, *args, env={"LD_DEBUG": "files", **dict(env)}, **kw)
     return {line.split("file=", 1)[1].split()[0] for line in r.stderr.splitlines() if "file=" in line}, r
 
 
@@ -237,3 +240,100 @@ def test_version_and_help_open_nothing(home, tmp_path, args):
     assert not [c for c in calls if "socket(" in c or "connect(" in c], calls
     opened = [c for c in calls if "openat(" in c or "open(" in c]
     assert not [c for c in opened if any(d in c for d in home.values()) or "/dev/" in c or "pcscd" in c], opened
+
+
+# Loaded at first use by Sources/CLazy (the binary does not link them); libudev, libcbor come with libfido2.
+TOKEN_LIBRARIES = ("libfido2", "libpcsclite", "libusb-1.0", "libcrypto", "libsqlite3", "libcbor", "libudev")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["accounts", "--json"]])
+def test_commands_map_no_token_library_they_do_not_need(home, args):
+    libs, r = loaded_libraries(home, *args)
+    assert r.returncode == 0, r.stderr
+    assert libs, "LD_DEBUG=files printed nothing: the check would see nothing"
+    needed = ("libsqlite3",) if args[0] == "accounts" else ()  # the local data: SQLite, nothing else
+    assert not [l for l in libs if l.startswith(TOKEN_LIBRARIES) and not l.startswith(needed)], sorted(libs)
+
+
+def test_pin_status_of_a_card_loads_pcsclite(home, card):
+    libs, r = loaded_libraries(home, "pin", "status")
+    assert r.returncode == 0 and "PIN: 3 tries left" in r.stdout, r.stdout + r.stderr
+    assert "libpcsclite.so.1" in libs, sorted(libs)
+    assert not [l for l in libs if l.startswith(("libsqlite3", "libusb-1.0"))], sorted(libs)
+
+
+@pytest.fixture
+def key(tmp_path):
+    k = Key(tmp_path)
+    yield k
+    k.stop()
+
+
+def test_a_fido2_command_loads_libfido2(home, key):
+    libs, r = loaded_libraries(home, "tokens", "--json", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock})
+    assert r.returncode == 0 and [t for t in json.loads(r.stdout) if t["kind"] == "fido2"], r.stdout + r.stderr
+    assert "libfido2.so.1" in libs, sorted(libs)
+
+
+def library_file(soname):
+    """The file the dynamic loader finds for `soname` (ldconfig's cache), to hide it with a bind mount."""
+    found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    files = {line.split("=>")[1].strip() for line in found.splitlines()
+             if line.strip().startswith(soname + " ") and "x86-64" in line}
+    if not files:
+        pytest.skip(f"no {soname} on this machine to hide")
+    return sorted(files)
+
+
+def hiding(soname):
+    return with_binds([("/dev/null", f) for f in library_file(soname)])
+
+
+def test_missing_libfido2_is_a_clear_error(home, key):
+    r = run(home, "pin", "status", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hiding("libfido2.so.1"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("tokenbridge: libfido2.so.1 cannot be loaded ("), r.stderr
+    assert "FIDO2 keys need it (Debian: apt install libfido2-1). Nothing was done." in r.stderr, r.stderr
+
+
+def test_missing_libfido2_leaves_smart_cards_usable(home, card):
+    r = run(home, "pin", "status", prefix=hiding("libfido2.so.1"))
+    assert r.returncode == 0 and "PIN: 3 tries left" in r.stdout, r.stdout + r.stderr
+
+
+def test_tokens_says_fido2_keys_were_not_looked_for_without_libfido2(home, card, key):
+    r = run(home, "tokens", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hiding("libfido2.so.1"))
+    assert r.returncode == 0 and card.id in r.stdout and "kind: fido2" not in r.stdout, r.stdout + r.stderr
+    assert "(FIDO2 keys: libfido2.so.1 cannot be loaded (" in r.stdout, r.stdout
+    assert "FIDO2 keys need it (Debian: apt install libfido2-1). Nothing was done.)" in r.stdout, r.stdout
+
+
+def test_missing_libpcsclite_is_a_clear_error(home, card):
+    r = run(home, "pin", "status", prefix=hiding("libpcsclite.so.1"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("tokenbridge: libpcsclite.so.1 cannot be loaded ("), r.stderr
+    assert "smart cards (PC/SC) need it (Debian: apt install libpcsclite1). Nothing was done." in r.stderr, r.stderr
+
+
+def test_missing_libsqlite3_is_a_clear_error(home):
+    r = run(home, "accounts", "--json", prefix=hiding("libsqlite3.so.0"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    error = json.loads(r.stdout)  # --json: the error as JSON on stdout
+    assert error["exitCode"] == "1" and error["error"].startswith("libsqlite3.so.0 cannot be loaded ("), error
+    assert error["error"].endswith("; the local data needs it (Debian: apt install libsqlite3-0). Nothing was done.")
+
+
+def test_forwarding_definitions_are_generated_from_the_current_sources():
+    """Sources/CLazy/lazy_functions.c is what Tools/gen-lazy makes of today's sources and headers (a function the
+    client started to call is a link error; one it stopped calling, or a changed header, shows here)."""
+    r = subprocess.run([str(ROOT / "Tools" / "gen-lazy"), "--check"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_missing_libcrypto_is_a_clear_error_before_the_management_key_is_used(home, card):
+    # libcrypto is only for the PIV management key's 3DES/AES (libfido2 needs it too: the card is still found).
+    r = run(home, "key", "generate", "--slot", "9c", prefix=hiding("libcrypto.so.3"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("tokenbridge: libcrypto.so.3 cannot be loaded ("), r.stderr
+    assert "the PIV management key needs it (Debian: apt install libssl3). Nothing was done." in r.stderr, r.stderr
+    assert run(home, "key", "public", "--slot", "9c").returncode != 0  # no key was generated

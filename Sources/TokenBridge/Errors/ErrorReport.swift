@@ -249,6 +249,7 @@ public struct ErrorReport: Equatable, Sendable {
         status: .failure,
         message: "The key refused \(op) (\(TokenError.fido2Message(code))). Run again with --trace, or set "
           + "FIDO_DEBUG=1 to see the exchange.", code: "libfido2 \(code)")
+    case .libraryMissing(let l): return library(l)
     case .pinFormat(let k, .tooShort(let n)):
       return .init(
         status: .policyViolation,
@@ -413,7 +414,24 @@ public struct ErrorReport: Equatable, Sendable {
       return .init(status: .localData, message: "Local data \(path) cannot be used: \(reason)")
     case .notFound(let k): return .init(status: .unknownKey, message: "No local registration with KeyID \(shown(k)).")
     case .insecure(let path, let reason): return .init(status: .localData, message: insecure(path, reason))
+    case .libraryMissing(let l): return library(l)
     }
+  }
+
+  /// A system library loaded at first use (not at start-up) is missing or too old: which, why, what to install.
+  static func library(_ l: LibraryUnavailable) -> ErrorReport {
+    let needs =
+      switch l.library {
+      case .fido2: "FIDO2 keys need it"
+      case .pcsclite: "smart cards (PC/SC) need it"
+      case .sqlite3: "the local data needs it"
+      case .usb: "USB hotplug needs it"
+      case .crypto: "the PIV management key needs it"
+      }
+    return .init(
+      status: .failure,
+      message: "\(l.library.soname) cannot be loaded (\(shown(l.reason))); \(needs) (Debian: apt install "
+        + "\(l.library.debianPackage)). Nothing was done.")
   }
 
   /// Local data refused because someone else could change it: what was found and how to fix it.
@@ -570,6 +588,7 @@ public struct ErrorReport: Equatable, Sendable {
         status: .failure,
         message: "The smart-card service failed (\(call) returned \(st)). Re-insert the token and try again.",
         code: "PC/SC \(st)")
+    case .libraryMissing(let l): return library(l)
     }
   }
 

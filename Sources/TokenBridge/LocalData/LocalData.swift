@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Synchronization
+import TokenDevices
 
 #if canImport(Glibc)
   import Glibc
@@ -77,6 +78,8 @@ public enum LocalDataError: Error, Equatable, Sendable {
   case notFound(String)
   /// The data directory, database or lock file could be changed by someone else: not used.
   case insecure(path: String, reason: InsecureReason)
+  /// libsqlite3 cannot be loaded (it is loaded when the local data is first opened, not at start-up).
+  case libraryMissing(LibraryUnavailable)
 }
 
 /// Local data in SQLite (its C API, `SQLite.swift`) under `$XDG_DATA_HOME/tokenbridge/` (directory 0700, file
@@ -99,6 +102,7 @@ public final class LocalData: Sendable {
   }
 
   init(directory: URL, owner: ProcessOwner) throws(LocalDataError) {
+    do { try SystemLibrary.sqlite3.load() } catch { throw .libraryMissing(error) }
     path = directory.appendingPathComponent("tokenbridge.sqlite").path
     self.owner = owner
     try FileSafety.prepareDirectory(directory)

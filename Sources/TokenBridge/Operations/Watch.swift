@@ -318,6 +318,7 @@ extension USBHotplug.StartError {
     case .initFailed(let code): "libusb_init failed (libusb error \(code))"
     case .noHotplug: "this libusb has no hotplug support"
     case .registerFailed(let code): "the hotplug callback was refused (libusb error \(code))"
+    case .libraryMissing(let l): "\(l.library.soname) cannot be loaded (\(l.reason))"
     }
   }
 }

@@ -161,7 +161,8 @@ public struct TokenListing: Sendable {
   public var tokens: [TokenInfo]
   public var emptyReaders: [String]
   public var readerCount: Int
-  /// One line per reader/device that holds something unusable, and a PC/SC problem when FIDO2 keys were found.
+  /// One line per reader/device that holds something unusable, a PC/SC problem when FIDO2 keys were found, and a
+  /// libfido2 problem when smart cards were found.
   public var problems: [String]
 
   public init(trace: TraceSink?) throws(OperationError) {
@@ -172,6 +173,7 @@ public struct TokenListing: Sendable {
     readerCount = r.readerCount
     problems = r.unusableCards.map { "\(displayable($0.reader)): \(ErrorReport.unusable($0.reason))" }
     if let p = r.pcscProblem { problems.append("smart cards: \(ErrorReport.smartCard(p).message)") }
+    if let p = r.fido2Problem { problems.append("FIDO2 keys: \(ErrorReport.token(p).message)") }
   }
 }
 

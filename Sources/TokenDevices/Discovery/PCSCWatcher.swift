@@ -85,6 +85,7 @@ public final class PCSCWatcher: @unchecked Sendable {
   var isStopped: Bool { lock.withLock { stopped } }
 
   static func establish() -> SCARDCONTEXT? {
+    guard (try? SystemLibrary.pcsclite.load()) != nil else { return nil }  // like no pcscd: nothing to watch
     var ctx: SCARDCONTEXT = 0
     guard SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx) == SCARD_S_SUCCESS else { return nil }
     return ctx

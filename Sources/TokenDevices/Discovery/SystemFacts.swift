@@ -1,4 +1,3 @@
-import CFido2
 import FoundationEssentials
 import Glibc
 
@@ -6,9 +5,10 @@ import Glibc
 /// as the kernel and udev see them, and which processes hold smart cards. Reads sysfs and udev's database;
 /// opens nothing.
 public enum SystemFacts {
-  /// libfido2's file as loaded (e.g. `libfido2.so.1.12.0`), from this process's memory map.
+  /// libfido2's file as loaded (e.g. `libfido2.so.1.12.0`), from this process's memory map; nil when it cannot
+  /// be loaded.
   public static var libfido2File: String? {
-    _ = fido_init  // linked: the map has it
+    guard (try? SystemLibrary.fido2.load()) != nil else { return nil }  // loaded at first use: load it now
     guard let maps = procFile("/proc/self/maps") else { return nil }
     for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
       guard let slash = line.firstIndex(of: "/"), line.contains("libfido2") else { continue }

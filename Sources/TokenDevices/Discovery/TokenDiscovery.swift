@@ -94,6 +94,8 @@ public struct DiscoveryResult {
   public var readerCount = 0
   /// PC/SC could not be used (e.g. pcscd not running) while FIDO2 keys were found.
   public var pcscProblem: SmartCardError?
+  /// FIDO2 keys could not be looked for (libfido2 cannot be loaded) while smart cards were found.
+  public var fido2Problem: TokenError?
 }
 
 /// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
@@ -258,14 +260,19 @@ public struct TokenDiscovery {
 
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    let probes = includeFIDO2 ? startFIDO2Probes() : []
+    // No libfido2: PIV cards still work; its absence matters only when no card was found either.
+    var fido2Missing: TokenError?
+    if includeFIDO2 { do { try FIDO2Session.loadLibrary() } catch { fido2Missing = error } }
+    let probes = includeFIDO2 && fido2Missing == nil ? startFIDO2Probes() : []
     let pcscError = discoverPCSC(into: &result, otherTokens: probes.count)
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty { throw .smartCard(pcscError) }
+      if result.fido2Found.isEmpty { throw fido2Missing ?? .smartCard(pcscError) }
       result.pcscProblem = pcscError
     }
+    if let fido2Missing, result.tokens.isEmpty { throw fido2Missing }
+    result.fido2Problem = fido2Missing
     return result
   }
 

@@ -26,6 +26,8 @@ public final class USBHotplug: @unchecked Sendable {
     case noHotplug
     /// libusb_hotplug_register_callback failed (its error code).
     case registerFailed(Int32)
+    /// libusb cannot be loaded (it is loaded when hotplug watching starts, not at start-up).
+    case libraryMissing(LibraryUnavailable)
   }
 
   private var context: OpaquePointer?
@@ -38,6 +40,7 @@ public final class USBHotplug: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
 
   public init() throws(StartError) {
+    do { try SystemLibrary.usb.load() } catch { throw .libraryMissing(error) }
     var ctx: OpaquePointer?
     let rc = libusb_init(&ctx)
     guard rc == 0, let ctx else { throw .initFailed(rc) }

@@ -87,9 +87,15 @@ public final class FIDO2Session {
 
   static let initialized: Void = { fido_init(0) }()
 
+  /// Loads libfido2 (at the first FIDO2 use, not at start-up); call before any libfido2 function.
+  public static func loadLibrary() throws(TokenError) {
+    do { try SystemLibrary.fido2.load() } catch { throw .libraryMissing(error) }
+  }
+
   /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
-  /// (socket paths separated by `:`).
+  /// (socket paths separated by `:`). None when libfido2 cannot be loaded (`loadLibrary` says why).
   public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
+    guard (try? loadLibrary()) != nil else { return [] }
     _ = initialized
     var out: [FIDO2DeviceRef] = []
     if let list = fido_dev_info_new(64) {
@@ -114,6 +120,7 @@ public final class FIDO2Session {
   }
 
   public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard) throws(TokenError) {
+    try Self.loadLibrary()
     _ = Self.initialized
     self.ref = ref
     self.deadlines = deadlines

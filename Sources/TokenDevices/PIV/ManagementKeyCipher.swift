@@ -2,6 +2,11 @@ import CLibCrypto
 
 /// One-block ECB encryption for 9B challenge-response (SP 800-73-4 Part 2 Appendix A.1, via libcrypto).
 enum ManagementKeyCipher {
+  /// Loads libcrypto (at the first management-key authentication, not at start-up); call before `crypt`/`random`.
+  static func loadLibrary() throws(TokenError) {
+    do { try SystemLibrary.crypto.load() } catch { throw .libraryMissing(error) }
+  }
+
   static func crypt(_ block: [UInt8], key: [UInt8], algorithm: ManagementKeyAlgorithm, encrypt: Bool) -> [UInt8]? {
     guard key.count == algorithm.keyLength, block.count == algorithm.blockSize,
       let ctx = EVP_CIPHER_CTX_new()

@@ -50,6 +50,7 @@ extension PIVSession {
   }
 
   func mutualAuthenticate(key: [UInt8], algorithm: ManagementKeyAlgorithm) throws(TokenError) {
+    try ManagementKeyCipher.loadLibrary()
     let n = algorithm.blockSize
     let alg = algorithm.rawValue
     card.transport.resetOnClose = true

@@ -8,6 +8,7 @@ public final class PCSCContext {
   let handle: SCARDCONTEXT
 
   public init() throws(SmartCardError) {
+    do { try SystemLibrary.pcsclite.load() } catch { throw .libraryMissing(error) }
     var ctx: SCARDCONTEXT = 0
     let rv = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx)
     try Self.check(rv, "SCardEstablishContext")

@@ -46,4 +46,6 @@ public enum SmartCardError: Error, Equatable, Sendable {
   case responseTooLong
   /// Any other pcsc-lite failure, with the call that returned it.
   case pcsc(PCSCStatus, call: String)
+  /// libpcsclite cannot be loaded (it is loaded at the first PC/SC use, not at start-up).
+  case libraryMissing(LibraryUnavailable)
 }
