@@ -4,6 +4,7 @@ at their first use, a missing one is a clear error), and the HTTP transport: lib
 any request is sent), and a clear error when libcurl is missing. Servers on loopback only; the trusted-CA and
 missing-library cases run the client in a mount namespace of their own with a file bound over the system's
 (the CA bundle, the library), so the product has no test-only trust setting."""
+import glob
 import json
 import os
 import shutil
@@ -260,6 +261,28 @@ def test_pin_status_of_a_card_loads_pcsclite(home, card):
     assert r.returncode == 0 and "PIN: 3 tries left" in r.stdout, r.stdout + r.stderr
     assert "libpcsclite.so.1" in libs, sorted(libs)
     assert not [l for l in libs if l.startswith(("libsqlite3", "libusb-1.0"))], sorted(libs)
+
+
+def fido_hidraw_present():
+    """A hidraw node of this machine whose report descriptor starts with the FIDO usage page (06 D0 F1)."""
+    for d in glob.glob("/sys/class/hidraw/*/device/report_descriptor"):
+        try:
+            if open(d, "rb").read(3) == b"\x06\xd0\xf1":
+                return d
+        except OSError:
+            pass
+    return None
+
+
+def test_a_card_command_loads_no_libfido2_when_no_key_can_be_present(home, card):
+    """No virtual key and no FIDO hidraw node: libfido2 would find nothing, so it is not loaded to look."""
+    node = fido_hidraw_present()
+    if node:
+        pytest.skip(f"a FIDO key is attached to this machine ({node}): libfido2 is loaded to list it")
+    libs, r = loaded_libraries(home, "pin", "status", env={"TOKENBRIDGE_VIRTUAL_FIDO": ""})
+    assert r.returncode == 0 and "PIN: 3 tries left" in r.stdout, r.stdout + r.stderr
+    assert "libpcsclite.so.1" in libs, sorted(libs)
+    assert not [l for l in libs if l.startswith(("libfido2", "libcrypto", "libcbor", "libudev"))], sorted(libs)
 
 
 @pytest.fixture

@@ -67,10 +67,10 @@ public final class FIDONodeEvents: @unchecked Sendable {
     return (hidraw + virtualPaths.filter { FileManager.default.fileExists(atPath: $0) }).sorted()
   }
 
-  /// A hidraw node whose report descriptor (sysfs) starts with usage page 0xF1D0.
+  /// A hidraw node whose report descriptor (sysfs) declares usage page 0xF1D0.
   func isFIDO(_ name: String) -> Bool {
     guard let d = SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor") else { return false }
-    return Array(d.prefix(3)) == [0x06, 0xD0, 0xF1]
+    return HIDReportDescriptor.declaresFIDOUsagePage(d)
   }
 
   /// Whether a node named `name` in `dir` is one we follow.

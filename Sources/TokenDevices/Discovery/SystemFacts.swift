@@ -36,7 +36,7 @@ public enum SystemFacts {
   /// A hidraw node as the kernel and udev describe it.
   public struct Hidraw: Equatable, Sendable {
     public var name: String
-    /// The HID report descriptor starts with usage page 0xF1D0 (FIDO Alliance).
+    /// The HID report descriptor declares usage page 0xF1D0 (FIDO Alliance).
     public var fidoUsage: Bool
     /// udev marked it (60-fido-id.rules or our rules).
     public var udevFIDO: Bool
@@ -48,7 +48,7 @@ public enum SystemFacts {
     let names = ((try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/class/hidraw")) ?? []).sorted()
     return names.map { name in
       let descriptor = procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor")
-      let fido = descriptor.map { Array($0.prefix(3)) == [0x06, 0xD0, 0xF1] } ?? false
+      let fido = descriptor.map(HIDReportDescriptor.declaresFIDOUsagePage) ?? false
       let number = procFile("\(sys)/class/hidraw/\(name)/dev").map {
         Trim.whitespace(String(decoding: $0, as: UTF8.self))
       }

@@ -260,10 +260,12 @@ public struct TokenDiscovery {
 
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    // No libfido2: PIV cards still work; its absence matters only when no card was found either.
+    // No libfido2: PIV cards still work; its absence matters only when no card was found either. No key
+    // possible (no FIDO hidraw node, no virtual key): libfido2 is not even loaded.
     var fido2Missing: TokenError?
-    if includeFIDO2 { do { try FIDO2Session.loadLibrary() } catch { fido2Missing = error } }
-    let probes = includeFIDO2 && fido2Missing == nil ? startFIDO2Probes() : []
+    let lookForKeys = includeFIDO2 && FIDO2Session.keysPossible(virtualPaths: virtualFIDO2Paths)
+    if lookForKeys { do { try FIDO2Session.loadLibrary() } catch { fido2Missing = error } }
+    let probes = lookForKeys && fido2Missing == nil ? startFIDO2Probes() : []
     let pcscError = discoverPCSC(into: &result, otherTokens: probes.count)
     collect(probes, into: &result)
     if let pcscError {

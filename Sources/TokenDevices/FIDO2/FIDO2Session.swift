@@ -92,10 +92,27 @@ public final class FIDO2Session {
     do { try SystemLibrary.fido2.load() } catch { throw .libraryMissing(error) }
   }
 
+  /// The virtual keys' sockets that exist: `virtualPaths`, else those named in `TOKENBRIDGE_VIRTUAL_FIDO` (socket
+  /// paths separated by `:`).
+  static func virtualSockets(_ virtualPaths: [String]?) -> [String] {
+    let named =
+      virtualPaths
+      ?? (ProcessInfo.processInfo.environment["TOKENBRIDGE_VIRTUAL_FIDO"] ?? "").split(separator: ":").map(String.init)
+    return named.filter { FileManager.default.fileExists(atPath: $0) }
+  }
+
+  /// Whether a key may be present: a virtual key's socket, or a hidraw node with the FIDO usage page. Without
+  /// either, libfido2 would find nothing, so it is not loaded to look (a PIV-only command stays without it).
+  public static func keysPossible(virtualPaths: [String]? = nil) -> Bool {
+    !virtualSockets(virtualPaths).isEmpty || HIDReportDescriptor.anyFIDONode()
+  }
+
   /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
-  /// (socket paths separated by `:`). None when libfido2 cannot be loaded (`loadLibrary` says why).
+  /// (socket paths separated by `:`). None when no key is possible (`keysPossible`: libfido2 is then not
+  /// loaded) or libfido2 cannot be loaded (`loadLibrary` says why).
   public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
-    guard (try? loadLibrary()) != nil else { return [] }
+    let virtual = virtualSockets(virtualPaths)
+    guard !virtual.isEmpty || HIDReportDescriptor.anyFIDONode(), (try? loadLibrary()) != nil else { return [] }
     _ = initialized
     var out: [FIDO2DeviceRef] = []
     if let list = fido_dev_info_new(64) {
@@ -110,10 +127,7 @@ public final class FIDO2Session {
       var l: OpaquePointer? = list
       fido_dev_info_free(&l, 64)
     }
-    let virtual =
-      virtualPaths
-      ?? (ProcessInfo.processInfo.environment["TOKENBRIDGE_VIRTUAL_FIDO"] ?? "").split(separator: ":").map(String.init)
-    for p in virtual where FileManager.default.fileExists(atPath: p) {
+    for p in virtual {
       out.append(FIDO2DeviceRef(path: p, product: "virtual FIDO2 key", isVirtual: true))
     }
     return out

@@ -1,0 +1,40 @@
+import FoundationEssentials
+
+/// HID report descriptors as the kernel shows them (sysfs `report_descriptor`, no device opened): whether one
+/// declares the FIDO Alliance usage page 0xF1D0, libfido2's test for a FIDO device (hid_linux.c `is_fido`: the
+/// usage page among the descriptor's items, not only in its first bytes).
+public enum HIDReportDescriptor {
+  /// A Usage Page item (global, tag 0) with the value 0xF1D0 anywhere among the short items; long items are
+  /// skipped, a truncated item ends the walk.
+  public static func declaresFIDOUsagePage(_ descriptor: some Collection<UInt8>) -> Bool {
+    let b = Array(descriptor)
+    var i = 0
+    while i < b.count {
+      let prefix = b[i]
+      if prefix == 0xFE {  // long item: size, tag, data
+        guard i + 1 < b.count else { return false }
+        i += 3 + Int(b[i + 1])
+        continue
+      }
+      let size = [0, 1, 2, 4][Int(prefix & 0x03)]
+      guard i + 1 + size <= b.count else { return false }
+      if prefix & 0xFC == 0x04 {  // Usage Page: tag 0, type global
+        var value: UInt32 = 0
+        for k in 0..<size { value |= UInt32(b[i + 1 + k]) << (8 * k) }
+        if value == 0xF1D0 { return true }
+      }
+      i += 1 + size
+    }
+    return false
+  }
+
+  /// Whether any hidraw node under `sys` declares the FIDO usage page: where none does, libfido2 (whose Linux
+  /// manifest enumerates hidraw nodes only) finds no key, and a command need not load it to learn that.
+  public static func anyFIDONode(sys: String = "/sys") -> Bool {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/class/hidraw")) ?? []
+    return names.contains { name in
+      SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor").map(declaresFIDOUsagePage)
+        ?? false
+    }
+  }
+}
