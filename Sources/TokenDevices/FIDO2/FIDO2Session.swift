@@ -104,7 +104,11 @@ public final class FIDO2Session {
   /// Whether a key may be present: a virtual key's socket, or a hidraw node with the FIDO usage page. Without
   /// either, libfido2 would find nothing, so it is not loaded to look (a PIV-only command stays without it).
   public static func keysPossible(virtualPaths: [String]? = nil) -> Bool {
-    !virtualSockets(virtualPaths).isEmpty || HIDReportDescriptor.anyFIDONode()
+    keysPossible(virtualSockets: virtualSockets(virtualPaths))
+  }
+
+  static func keysPossible(virtualSockets: [String]) -> Bool {
+    !virtualSockets.isEmpty || HIDReportDescriptor.anyFIDONode()
   }
 
   /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
@@ -112,7 +116,7 @@ public final class FIDO2Session {
   /// loaded) or libfido2 cannot be loaded (`loadLibrary` says why).
   public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
     let virtual = virtualSockets(virtualPaths)
-    guard !virtual.isEmpty || HIDReportDescriptor.anyFIDONode(), (try? loadLibrary()) != nil else { return [] }
+    guard keysPossible(virtualSockets: virtual), (try? loadLibrary()) != nil else { return [] }
     _ = initialized
     var out: [FIDO2DeviceRef] = []
     if let list = fido_dev_info_new(64) {
