@@ -1,8 +1,9 @@
 import FoundationEssentials
 
 /// HID report descriptors as the kernel shows them (sysfs `report_descriptor`, no device opened): whether one
-/// declares the FIDO Alliance usage page 0xF1D0, libfido2's test for a FIDO device (hid_linux.c `is_fido`: the
-/// usage page among the descriptor's items, not only in its first bytes).
+/// declares the FIDO Alliance usage page 0xF1D0. libfido2's test for a FIDO device (hid_linux.c `is_fido`) is
+/// that the last Usage Page item is 0xF1D0; this accepts the page anywhere, a superset, so a node libfido2 would
+/// list is never missed (HardwareNotes.md).
 public enum HIDReportDescriptor {
   /// A Usage Page item (global, tag 0) with the value 0xF1D0 anywhere among the short items; long items are
   /// skipped, a truncated item ends the walk.
