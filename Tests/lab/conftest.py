@@ -117,7 +117,7 @@ def devices(guest):
 # Serves a virtual device detached from the job, so it stays attached across jobs until _held_down: the stand-in
 # (composite, its own serial and port, for the session) and, in the virtual pass, the device a module's `dut` tests
 # share (one attach for the module instead of one a test, as a resident token is shared). Its server is not a
-# job's child, so no job's cleanup detaches it (lab-job detaches only its own server's ports).
+# job's child, and no job's cleanup detaches it (lab-job leaves the ports 3270-3289 attached).
 def _held_up(port, kind, serial=""):
     hid = "" if kind == "ccid" else "for _ in $(seq 100); do [ -n \"$(ls /sys/class/hidraw)\" ] && break; sleep 0.1; done"
     reader = "" if kind == "fido" else \
