@@ -64,6 +64,28 @@ def test_registration_lists_every_token_with_reasons(setup):
     assert f["policyReasons"] == [PIV_ONLY] and f["reasons"] == [PIV_ONLY] and f["aaid"] == "7B1D#0002"
 
 
+def test_no_fit_names_what_was_seen_and_not_usable(cards, tmp_path):
+    """A card without PIV, an empty reader and a key the server's policy refuses: "no token fits" names all
+    three and why, rather than only the key it could ask."""
+    plain = cards(0, args=("--without-piv",))
+    key = Key(tmp_path)
+    server = RelyingParty(tmp_path, ["--aaid", "7B1D#0001"])
+    home = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock, "XDG_DATA_HOME": str(tmp_path / "d"),
+            "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    try:
+        r = tb_raw("register", "--username", "alice", "--server", server.url, env=home, pins=["123456"])
+        assert r.returncode == 22, r.stderr
+        lines = r.stderr.splitlines()
+        assert lines[0] == "tokenbridge: No token here fits the server's policy."
+        assert f"  {plain.reader}: not a PIV card" in lines
+        assert "  Virtual PCD 00 01: no card in this reader" in lines
+        assert any(l.startswith("  fido2-") and l.endswith(PIV_ONLY) for l in lines)
+        assert server.registrations() == []
+    finally:
+        server.stop()
+        key.stop()
+
+
 def test_blocked_pin_is_not_supported_by_this_hardware(setup):
     first, second, key, server, home = setup
     for _ in range(3):

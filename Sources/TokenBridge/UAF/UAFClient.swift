@@ -116,6 +116,8 @@ public struct UAFClient {
   public var localData: LocalData
   public var tokens: [DiscoveredToken]
   public var fido2Keys: [DiscoveredFIDO2] = []
+  /// Readers and devices seen but not usable, and why (`UAFTokens.notUsable`): part of "no token fits".
+  public var notUsable: [String: [String]] = [:]
   public var fetchFacets: (URL) throws -> TrustedFacetsList
   public var channelBinding = ChannelBinding()
   /// Asked when several tokens fit a registration; nil: refuse and list them.
@@ -288,7 +290,7 @@ public struct UAFClient {
           hardwareReasons: ["that token is not plugged in"], policyReasons: []))
     }
     if candidates.isEmpty && blocked.count == 1 { candidates = blocked }
-    guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why) }
+    guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why.merging(notUsable) { $0 + $1 }) }
     var chosen = candidates[0]
     if candidates.count > 1 {
       guard let accountSelector else { throw .choiceNeeded(accounts: true, listed) }
@@ -338,7 +340,9 @@ public struct UAFClient {
     return UAFClientResult(op: .dereg, responseMessage: nil, removed: removed)
   }
 
+  /// Why nothing fits: per authenticator, plus what was seen and not usable; "(none)" when nothing was seen.
   func reasons(_ r: [String: [String]], _ all: [any TokenAuthenticator]) -> [String: [String]] {
-    all.isEmpty ? ["(none)": ["no token (PIV card or FIDO2 key) is plugged in"]] : r
+    let why = r.merging(notUsable) { $0 + $1 }
+    return all.isEmpty && why.isEmpty ? ["(none)": ["no token (PIV card or FIDO2 key) is plugged in"]] : why
   }
 }

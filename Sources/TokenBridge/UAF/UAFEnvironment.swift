@@ -6,6 +6,9 @@ import UAFCore
 public struct UAFTokens {
   var piv: [DiscoveredToken]
   var fido2: [DiscoveredFIDO2]
+  /// What was seen and could not be used, per reader or device (a card that did not answer, an empty reader,
+  /// PC/SC or libfido2 itself): named when no token fits, so "no token fits" never hides a token it skipped.
+  var notUsable: [String: [String]] = [:]
   public var infos: [TokenInfo] { piv.map(\.info) + fido2.map(\.info) }
   /// What cancels an operation waiting for a touch on one of these keys (Ctrl-C: CTAPHID_CANCEL; the command
   /// then ends as cancelled).
@@ -62,7 +65,14 @@ public struct UAFEnvironment {
       let info = k.info
       k.session.touchCue = { touchCue(info) }
     }
-    guard let id else { return UAFTokens(piv: result.found, fido2: result.fido2Found) }
+    guard let id else {
+      var notUsable: [String: [String]] = [:]
+      for u in result.unusableCards { notUsable[displayable(u.reader), default: []].append(ErrorReport.unusable(u.reason)) }
+      for r in result.emptyReaders { notUsable[displayable(r), default: []].append("no card in this reader") }
+      if let p = result.pcscProblem { notUsable["smart cards", default: []].append(ErrorReport.smartCard(p).message) }
+      if let p = result.fido2Problem { notUsable["FIDO2 keys", default: []].append(ErrorReport.token(p).message) }
+      return UAFTokens(piv: result.found, fido2: result.fido2Found, notUsable: notUsable)
+    }
     let piv = result.found.filter { $0.info.id == id }
     let fido2 = result.fido2Found.filter { $0.info.id == id }
     if piv.isEmpty && fido2.isEmpty {
@@ -86,6 +96,7 @@ public struct UAFEnvironment {
       configuration: configuration, server: try self.server(server), facetID: facetID, localData: localData,
       tokens: tokens.piv, fido2Keys: tokens.fido2)
     ops.client.authenticatorSelector = authenticatorSelector
+    ops.client.notUsable = tokens.notUsable
     ops.dispatchTargetFailed = dispatchTargetFailed
     return ops
   }
