@@ -15,18 +15,21 @@ public enum Help {
   }
 
   /// "tokenbridge pin change [--token <token>] … <key-id>", or "tokenbridge pin <subcommand>" for a group.
-  public static func usage(_ path: [CommandSpec]) -> String {
+  public static func usage(_ path: [CommandSpec]) -> String { usageUnits(path).joined(separator: " ") }
+
+  /// The usage line's parts, each kept whole when it is wrapped: the command name, then one per argument.
+  static func usageUnits(_ path: [CommandSpec]) -> [String] {
     let c = path[path.count - 1]
-    var s = commandName(path)
-    if c.run == nil { return s + " <subcommand>" }
+    var units = [commandName(path)]
+    if c.run == nil { return units + ["<subcommand>"] }
     for a in c.arguments where !a.isPositional {
-      s += a.isRequired ? " " + a.display : " [" + a.display + "]"
-      if a.isRepeatable { s += " ..." }
+      let d = a.display + (a.isRepeatable ? " ..." : "")
+      units.append(a.isRequired ? d : "[" + d + "]")
     }
     for a in c.arguments where a.isPositional {
-      s += a.isRequired ? " " + a.display : " [" + a.display + "]"
+      units.append(a.isRequired ? a.display : "[" + a.display + "]")
     }
-    return s
+    return units
   }
 
   /// A usage error as printed on stderr: the message, the usage line, where to find help.
@@ -44,7 +47,7 @@ public enum Help {
       }
       s += "\n"
     }
-    s += wrap("USAGE: " + usage(path), indent: 7) + "\n"
+    s += wrap(["USAGE:"] + usageUnits(path), indent: 7) + "\n"
     var positionals: [ArgumentSpec] = []
     var options: [ArgumentSpec] = []
     for a in c.arguments {
@@ -86,10 +89,15 @@ public enum Help {
   /// Wraps `text` at `width` columns (words kept whole); lines after the first start with `indent` spaces.
   /// `first`: the column the first line starts at. Ends with a newline.
   static func wrap(_ text: String, indent: Int, first: Int = 0) -> String {
+    var words: [String] = []
+    for w in text.split(separator: " ") { words.append(String(w)) }
+    return wrap(words, indent: indent, first: first)
+  }
+
+  static func wrap(_ words: [String], indent: Int, first: Int = 0) -> String {
     var out = ""
     var col = first
     var lineHasWord = false
-    let words = text.split(separator: " ")
     for (i, word) in words.enumerated() {
       // A word ends at most at `width`, and before it when a space follows it.
       let n = word.count + (i == words.count - 1 ? 0 : 1)
