@@ -255,7 +255,8 @@ enum Sample {
 
   @Test func helpText() {
     let root = Help.text([Sample.root], version: "1.2.3")
-    #expect(root.hasPrefix("OVERVIEW: A sample tool.\n\nFirst paragraph.\nSecond paragraph.\n\nUSAGE: tool <subcommand>\n"))
+    #expect(
+      root.hasPrefix("OVERVIEW: A sample tool.\n\nFirst paragraph.\nSecond paragraph.\n\nUSAGE: tool <subcommand>\n"))
     #expect(root.contains("SUBCOMMANDS:\n  pin                     PIN status, change and unblock.\n"))
     #expect(root.contains("  register                Register a token.\n"))
     #expect(root.contains("  See 'tool help <subcommand>' for detailed help.\n"))
@@ -268,7 +269,9 @@ enum Sample {
     #expect(
       change.contains(
         "USAGE: tool pin change [--token <token>] [--json] [--pin-fd <pin-fd>]\n       [--timeout <timeout>]\n"))
-    #expect(change.contains("OPTIONS:\n  --token <token>         The token to use.\n  --json                  Machine-readable"))
+    #expect(
+      change.contains(
+        "OPTIONS:\n  --token <token>         The token to use.\n  --json                  Machine-readable"))
     #expect(change.contains("  --pin-fd <pin-fd>       Read PINs from this descriptor.\n"))
     #expect(!change.contains("SUBCOMMANDS"))
 
@@ -279,7 +282,8 @@ enum Sample {
 
     let register = Help.text([Sample.root, Sample.register], version: nil)
     #expect(
-      register.contains("USAGE: tool register [--token <token>] --username <username>\n       [--server <server> ...]\n"))
+      register.contains(
+        "USAGE: tool register [--token <token>] --username <username>\n       [--server <server> ...]\n"))
 
     let credentials = Help.text([Sample.root, Sample.credentials], version: nil)
     #expect(credentials.contains("  list (default)          List the credentials.\n"))
@@ -304,9 +308,11 @@ enum Sample {
 
   @Test func exitStatuses() {
     let seen = Box()
-    let ok = CommandSpec(name: "ok", abstract: "", arguments: [Sample.token], run: { p in
-      seen.value.append(p.string(Sample.token) ?? "-")
-    })
+    let ok = CommandSpec(
+      name: "ok", abstract: "", arguments: [Sample.token],
+      run: { p in
+        seen.value.append(p.string(Sample.token) ?? "-")
+      })
     let fails = CommandSpec(name: "fails", abstract: "", run: { _ in throw ExitCode(7) })
     let invalid = CommandSpec(name: "invalid", abstract: "", run: { _ in throw ValidationError("give --x") })
     struct Other: Error {}

@@ -76,7 +76,8 @@ struct PinChangeCommand: CLICommand {
   static let spec = CommandSpec(
     name: "change",
     abstract: "Change the PIN: current PIN, new PIN, confirmation.",
-    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.", arguments: GlobalOptions.arguments, run: invoke)
+    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
   var options: GlobalOptions
   init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.changePIN, options) }
@@ -86,7 +87,8 @@ struct PinUnblock: CLICommand {
   static let spec = CommandSpec(
     name: "unblock",
     abstract: "Unblock the PIN with the PUK and set a new PIN.",
-    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.", arguments: GlobalOptions.arguments, run: invoke)
+    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
   var options: GlobalOptions
   init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.unblockPIN, options) }
@@ -96,7 +98,8 @@ struct PukChange: CLICommand {
   static let spec = CommandSpec(
     name: "change",
     abstract: "Change the PUK: current PUK, new PUK, confirmation.",
-    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.", arguments: GlobalOptions.arguments, run: invoke)
+    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
   var options: GlobalOptions
   init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.changePUK, options) }

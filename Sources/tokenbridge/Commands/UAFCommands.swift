@@ -6,7 +6,8 @@ import TokenBridge
 struct ServerOptions {
   enum Arg {
     static let server = ArgumentSpec.option(
-      "server", help: "Server base URL (https://…; http:// only on loopback). Default: \"server\" in the configuration.")
+      "server",
+      help: "Server base URL (https://…; http:// only on loopback). Default: \"server\" in the configuration.")
     static let facetId = ArgumentSpec.option(
       "facet-id", help: "This client's facet ID. Default: the configuration's facetID, else the server's origin.")
   }
