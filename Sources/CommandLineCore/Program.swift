@@ -30,7 +30,7 @@ public struct Program: Sendable {
     var rest = args[...]
     if root.subcommand(named: "help") == nil, rest.first == "help" {
       rest = rest.dropFirst()
-      for word in rest {
+      for word in rest where !Parser.looksLikeOption(word) {  // `help pin --help` is `help pin`
         guard let next = path[path.count - 1].subcommand(named: word) else {
           return .usageError(.unknownCommand(word), path: path)
         }

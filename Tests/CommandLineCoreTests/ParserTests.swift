@@ -223,6 +223,7 @@ enum Sample {
     #expect(Sample.helpPath(["help"]) == "tool")
     #expect(Sample.helpPath(["help", "pin"]) == "tool pin")
     #expect(Sample.helpPath(["help", "pin", "change"]) == "tool pin change")
+    #expect(Sample.helpPath(["help", "pin", "--help"]) == "tool pin")
   }
 
   @Test func aGroupWithoutSubcommandShowsItsHelp() {
