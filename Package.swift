@@ -45,9 +45,9 @@ let package = Package(
         "UAFCore", "TokenDevices", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
         "CSQLite",
       ]),
-    .executableTarget(
-      name: "tokenbridge",
-      dependencies: ["TokenBridge", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+    // The CLI's command-line parser: declarative specs, no reflection (issue 12). Swift stdlib and Glibc only.
+    .target(name: "CommandLineCore"),
+    .executableTarget(name: "tokenbridge", dependencies: ["TokenBridge", "CommandLineCore"]),
 
     // Simulators: implement the public specs, share no code with the client.
     .target(
@@ -67,6 +67,7 @@ let package = Package(
     .testTarget(
       name: "UAFCoreTests", dependencies: ["UAFCore", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),
+    .testTarget(name: "CommandLineCoreTests", dependencies: ["CommandLineCore"]),
     .testTarget(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),

@@ -1,20 +1,58 @@
-import ArgumentParser
+import CommandLineCore
 import FoundationEssentials
 import Glibc
 import TokenBridge
 
 @main
-struct TokenBridgeCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "tokenbridge",
+enum TokenBridgeCommand {
+  static let spec = CommandSpec(
+    group: "tokenbridge",
     abstract: "Hardware tokens (PIV smart cards, FIDO2 keys) as authenticators: list them, manage PINs and keys.",
     discussion: "PINs are never taken as arguments: they are asked on the terminal, or read from --pin-fd.",
-    version: TokenBridgeVersion.string,
     subcommands: [
-      Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
-      Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
-      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ExitCodes.self,
+      Tokens.spec, Pin.spec, Puk.spec, Key.spec, Register.spec, Authenticate.spec, Deregister.spec, Accounts.spec,
+      Authenticators.spec, Local.spec, Info.spec, UAF.spec, OutOfBand.spec, Pending.spec, Device.spec,
+      FIDO2Command.spec, InstallDesktop.spec, Enroll.spec, DoctorCommand.spec, WatchCommand.spec, ExitCodes.spec,
     ])
+
+  static let program = Program(root: spec, version: TokenBridgeVersion.string)
+
+  static func main() {
+    program.main(Array(CommandLine.arguments.dropFirst())) { error in
+      // What a command did not report itself (`GlobalOptions.execute` reports token commands' errors).
+      let report = ErrorReport(error)
+      FileIO.writeError("tokenbridge: \(report.message)\n")
+      return report.status.rawValue
+    }
+  }
+}
+
+/// A command of the CLI: its spec (names, help, arguments), built from the parsed values, checked, run.
+protocol CLICommand {
+  static var spec: CommandSpec { get }
+  /// Reads the values (a transform's refusal is a usage error); option groups validate themselves here.
+  init(_ p: Parsed) throws
+  /// Checks of the values together (a `ValidationError`: exit 64 with the usage line).
+  func validate() throws
+  func run() throws
+}
+
+extension CLICommand {
+  func validate() throws {}
+
+  /// The spec's `run`: build, validate, run.
+  static func invoke(_ p: Parsed) throws {
+    let command = try Self(p)
+    try command.validate()
+    try command.run()
+  }
+
+  /// This command from these words (its options only, no command name), validated.
+  static func parse(_ words: [String]) throws -> Self {
+    let command = try Self(Parser.parse(words, for: spec))
+    try command.validate()
+    return command
+  }
 }
 
 enum TokenBridgeVersion {
@@ -22,40 +60,52 @@ enum TokenBridgeVersion {
 }
 
 /// Options every token command shares.
-struct GlobalOptions: ParsableArguments {
-  @Option(name: .long, help: "The token to use (an id from `tokenbridge tokens`).")
+struct GlobalOptions {
+  enum Arg {
+    static let token = ArgumentSpec.option("token", help: "The token to use (an id from `tokenbridge tokens`).")
+    static let wait = ArgumentSpec.flag(
+      "wait",
+      help: "No token (or not the one named by --token)? Wait for it to be inserted, up to --timeout seconds, "
+        + "instead of failing (exit 14 when the time runs out).")
+    static let json = ArgumentSpec.flag("json", help: "Machine-readable output.")
+    static let trace = ArgumentSpec.flag(
+      "trace", help: "Print APDUs to stderr (PIN, PUK and management-key bytes are redacted).")
+    static let pinFd = ArgumentSpec.option(
+      "pin-fd", .int32, help: "Read PINs/PUKs from this file descriptor, one per line, instead of the terminal.")
+    static let yes = ArgumentSpec.flag(
+      "yes", help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
+    static let timeout = ArgumentSpec.option(
+      "timeout", .double,
+      help: "Seconds to wait for the user (prompt, pinentry, --pin-fd, touch; 1-86400). Default: interactionTimeout "
+        + "in the configuration, else 240.")
+    static let prompt = ArgumentSpec.option(
+      "prompt",
+      help: "How to ask for PINs: terminal, pinentry or auto (the terminal, else pinentry). Default: \"prompt\" in "
+        + "the configuration, else auto.")
+  }
+  static let arguments = [Arg.token, Arg.wait, Arg.json, Arg.trace, Arg.pinFd, Arg.yes, Arg.timeout, Arg.prompt]
+
   var token: String?
-
-  @Flag(
-    help: ArgumentHelp(
-      "No token (or not the one named by --token)? Wait for it to be inserted, up to --timeout seconds, instead of "
-        + "failing (exit 14 when the time runs out)."))
   var wait = false
-
-  @Flag(help: "Machine-readable output.")
   var json = false
-
-  @Flag(help: "Print APDUs to stderr (PIN, PUK and management-key bytes are redacted).")
   var trace = false
-
-  @Option(help: "Read PINs/PUKs from this file descriptor, one per line, instead of the terminal.")
   var pinFd: Int32?
-
-  @Flag(help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
   var yes = false
-
-  @Option(
-    name: .customLong("timeout"),
-    help: ArgumentHelp(
-      "Seconds to wait for the user (prompt, pinentry, --pin-fd, touch; 1-86400). Default: interactionTimeout in "
-        + "the configuration, else 240."))
   var timeoutOption: Double?
-
-  @Option(
-    help: ArgumentHelp(
-      "How to ask for PINs: terminal, pinentry or auto (the terminal, else pinentry). Default: \"prompt\" in "
-        + "the configuration, else auto."))
   var prompt: String?
+
+  /// The values, validated (as an option group, before the command's own `validate()`).
+  init(_ p: Parsed) throws {
+    token = p.string(Arg.token)
+    wait = p.flag(Arg.wait)
+    json = p.flag(Arg.json)
+    trace = p.flag(Arg.trace)
+    pinFd = p.int32(Arg.pinFd)
+    yes = p.flag(Arg.yes)
+    timeoutOption = p.double(Arg.timeout)
+    prompt = p.string(Arg.prompt)
+    try validate()
+  }
 
   func validate() throws {
     if let fd = pinFd, fd < 0 || fcntl(fd, F_GETFD) < 0 {
@@ -148,9 +198,10 @@ struct ErrorJSON: Encodable {
   var candidates: [SelectionCandidate]?
 }
 
-struct ExitCodes: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "exit-codes", abstract: "List the exit codes and what they mean.")
+struct ExitCodes: CLICommand {
+  static let spec = CommandSpec(
+    name: "exit-codes", abstract: "List the exit codes and what they mean.", run: invoke)
+  init(_ p: Parsed) {}
   func run() {
     for s in ExitStatus.allCases { print("\(s.rawValue)\t\(s.meaning)") }
   }

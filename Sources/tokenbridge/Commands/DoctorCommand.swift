@@ -1,12 +1,15 @@
-import ArgumentParser
+import CommandLineCore
 import TokenBridge
 
-struct DoctorCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "doctor",
+struct DoctorCommand: CLICommand {
+  static let jsonArg = ArgumentSpec.flag("json", help: "Machine-readable output.")
+  static let spec = CommandSpec(
+    name: "doctor",
     abstract: "Check pcscd, readers, card access, FIDO key access, udev rules, the enrollment unit, libfido2, "
-      + "the configuration and the data directory; each problem with its fix. Exit 0 only when all pass.")
-  @Flag(help: "Machine-readable output.") var json = false
+      + "the configuration and the data directory; each problem with its fix. Exit 0 only when all pass.",
+    arguments: [jsonArg], run: invoke)
+  var json = false
+  init(_ p: Parsed) { json = p.flag(Self.jsonArg) }
 
   func run() throws {
     let checks = Doctor().run()

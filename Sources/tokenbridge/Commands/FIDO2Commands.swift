@@ -1,12 +1,12 @@
-import ArgumentParser
+import CommandLineCore
 import FoundationEssentials
 import TokenBridge
 
-struct FIDO2Command: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "fido2",
+enum FIDO2Command {
+  static let spec = CommandSpec(
+    group: "fido2",
     abstract: "FIDO2 key maintenance: what the key supports, its discoverable credentials, reset.",
-    subcommands: [FIDO2InfoCommand.self, FIDO2Credentials.self, FIDO2Reset.self])
+    subcommands: [FIDO2InfoCommand.spec, FIDO2Credentials.spec, FIDO2Reset.spec])
 }
 
 extension GlobalOptions {
@@ -16,12 +16,14 @@ extension GlobalOptions {
   }
 }
 
-struct FIDO2InfoCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "info",
+struct FIDO2InfoCommand: CLICommand {
+  static let spec = CommandSpec(
+    name: "info",
     abstract: "Versions, extensions, options, PIN/UV tries, minimum PIN length, room for discoverable credentials.",
-    discussion: "Reads getInfo and the tries left (spends no try); what `fido2-token -I` shows.")
-  @OptionGroup var options: GlobalOptions
+    discussion: "Reads getInfo and the tries left (spends no try); what `fido2-token -I` shows.",
+    arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
 
   func run() throws {
     try options.execute {
@@ -52,19 +54,21 @@ struct FIDO2InfoCommand: ParsableCommand {
   }
 }
 
-struct FIDO2Credentials: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "credentials",
+enum FIDO2Credentials {
+  static let spec = CommandSpec(
+    group: "credentials",
     abstract: "List the discoverable (resident) credentials on the key (needs the PIN).",
     discussion: "With --pin-fd N: the PIN on descriptor N.",
-    subcommands: [FIDO2CredentialsList.self, FIDO2CredentialsDelete.self],
-    defaultSubcommand: FIDO2CredentialsList.self)
+    subcommands: [FIDO2CredentialsList.spec, FIDO2CredentialsDelete.spec],
+    defaultSubcommand: FIDO2CredentialsList.spec.name)
 }
 
-struct FIDO2CredentialsList: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "list", abstract: "List the discoverable credentials: RP, user, credential id, made by TokenBridge.")
-  @OptionGroup var options: GlobalOptions
+struct FIDO2CredentialsList: CLICommand {
+  static let spec = CommandSpec(
+    name: "list", abstract: "List the discoverable credentials: RP, user, credential id, made by TokenBridge.",
+    arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
 
   func run() throws {
     try options.execute {
@@ -83,13 +87,21 @@ struct FIDO2CredentialsList: ParsableCommand {
   }
 }
 
-struct FIDO2CredentialsDelete: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "delete",
+struct FIDO2CredentialsDelete: CLICommand {
+  static let idArg = ArgumentSpec.positional(
+    "id", help: "The credential id (as `fido2 credentials` lists it: base64url, or hex).")
+  static let spec = CommandSpec(
+    name: "delete",
     abstract: "Delete one discoverable credential (after typing its RP id to confirm).",
-    discussion: "With --pin-fd N: the PIN, then the confirmation (the RP id), one per line, on descriptor N.")
-  @OptionGroup var options: GlobalOptions
-  @Argument(help: "The credential id (as `fido2 credentials` lists it: base64url, or hex).") var id: String
+    discussion: "With --pin-fd N: the PIN, then the confirmation (the RP id), one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments + [idArg], run: invoke)
+  var options: GlobalOptions
+  var id: String
+
+  init(_ p: Parsed) throws {
+    options = try GlobalOptions(p)
+    id = p.string(Self.idArg)!
+  }
 
   func run() throws {
     try options.execute {
@@ -117,9 +129,9 @@ struct FIDO2CredentialsDelete: ParsableCommand {
   }
 }
 
-struct FIDO2Reset: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "reset",
+struct FIDO2Reset: CLICommand {
+  static let spec = CommandSpec(
+    name: "reset",
     abstract: "Reset a FIDO2 key (the only way back from a blocked PIN): erases every credential on it.",
     discussion: """
       Names the key and lists what the reset destroys (the UAF registrations in local data that depend on it), \
@@ -127,8 +139,9 @@ struct FIDO2Reset: ParsableCommand {
       within a few seconds of being plugged in, and wants a touch. The key that comes back is checked to be the \
       same one. Afterwards its registrations are deregistered at their servers and removed from local data. \
       With --pin-fd N the confirmation (the key id) is read from descriptor N.
-      """)
-  @OptionGroup var options: GlobalOptions
+      """, arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
 
   func run() throws {
     try options.execute {

@@ -1,18 +1,28 @@
-import ArgumentParser
+import CommandLineCore
 import FoundationEssentials
 import TokenBridge
 
-struct InstallDesktop: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "install-desktop",
+struct InstallDesktop: CLICommand {
+  enum Arg {
+    static let print = ArgumentSpec.flag("print", help: "Print the desktop entry and install nothing.")
+    static let executable = ArgumentSpec.option(
+      "executable", help: "The tokenbridge executable the entry runs (default: this one).")
+  }
+  static let spec = CommandSpec(
+    name: "install-desktop",
     abstract: "Make clicked tokenbridge:// links (x-callback-urls) open `tokenbridge oob` in a terminal.",
     discussion: """
       Writes tokenbridge.desktop (MimeType x-scheme-handler/tokenbridge) into $XDG_DATA_HOME/applications \
       (~/.local/share/applications), makes it the default handler with xdg-mime and updates the directory's \
       MIME cache with update-desktop-database. --print shows the entry and installs nothing.
-      """)
-  @Flag(help: "Print the desktop entry and install nothing.") var print = false
-  @Option(help: "The tokenbridge executable the entry runs (default: this one).") var executable: String?
+      """, arguments: [Arg.print, Arg.executable], run: invoke)
+  var print = false
+  var executable: String?
+
+  init(_ p: Parsed) {
+    print = p.flag(Arg.print)
+    executable = p.string(Arg.executable)
+  }
 
   func run() throws {
     let handler = DesktopHandler(executable: executable ?? DesktopHandler.currentExecutable)

@@ -1,19 +1,33 @@
-import ArgumentParser
+import CommandLineCore
 import FoundationEssentials
 import TokenBridge
 
-struct Pending: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "pending",
+struct Pending: CLICommand {
+  enum Arg {
+    static let server = ArgumentSpec.option(
+      "server", help: "Also ask this server (default: every server this device has accounts at).")
+    static let run = ArgumentSpec.option("run", help: "Run the pending operation with this id.")
+    static let noOpen = ArgumentSpec.flag(
+      "no-open", help: "Print the x-callback target instead of opening it (as oob --no-open).")
+  }
+  static let spec = CommandSpec(
+    name: "pending",
     abstract: "List the out-of-band operations waiting for this device (neither processed nor timed out); run one.",
     discussion: """
       The servers are asked with a signed request (Device-Signature). On a terminal you pick one to run; --run=ID \
       runs that one (with "=": an id may start with "-"). It runs as tokenbridge oob would run its QR code: shown and confirmed first (--yes).
-      """)
-  @OptionGroup var options: GlobalOptions
-  @Option(help: "Also ask this server (default: every server this device has accounts at).") var server: String?
-  @Option(name: .customLong("run"), help: "Run the pending operation with this id.") var runID: String?
-  @Flag(help: "Print the x-callback target instead of opening it (as oob --no-open).") var noOpen = false
+      """, arguments: GlobalOptions.arguments + [Arg.server, Arg.run, Arg.noOpen], run: invoke)
+  var options: GlobalOptions
+  var server: String?
+  var runID: String?
+  var noOpen = false
+
+  init(_ p: Parsed) throws {
+    options = try GlobalOptions(p)
+    server = p.string(Arg.server)
+    runID = p.string(Arg.run)
+    noOpen = p.flag(Arg.noOpen)
+  }
 
   struct Entry: Encodable {
     var id, server: String

@@ -1,22 +1,23 @@
-import ArgumentParser
+import CommandLineCore
 import TokenBridge
 
-struct Pin: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "pin",
+enum Pin {
+  static let spec = CommandSpec(
+    group: "pin",
     abstract: "PIN status, change and unblock.",
-    subcommands: [PinStatusCommand.self, PinSet.self, PinChangeCommand.self, PinUnblock.self])
+    subcommands: [PinStatusCommand.spec, PinSet.spec, PinChangeCommand.spec, PinUnblock.spec])
 }
 
-struct Puk: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "puk", abstract: "PUK change.", subcommands: [PukChange.self])
+enum Puk {
+  static let spec = CommandSpec(group: "puk", abstract: "PUK change.", subcommands: [PukChange.spec])
 }
 
-struct PinStatusCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "status", abstract: "Show PIN and PUK tries left (spends no try).")
-  @OptionGroup var options: GlobalOptions
+struct PinStatusCommand: CLICommand {
+  static let spec = CommandSpec(
+    name: "status", abstract: "Show PIN and PUK tries left (spends no try).", arguments: GlobalOptions.arguments,
+    run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
 
   struct Report: Encodable {
     var token: String
@@ -61,38 +62,45 @@ func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws
   }
 }
 
-struct PinSet: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "set",
+struct PinSet: CLICommand {
+  static let spec = CommandSpec(
+    name: "set",
     abstract: "Set the first PIN of a FIDO2 key (new PIN and confirmation).",
-    discussion: "With --pin-fd N: the new PIN on descriptor N.")
-  @OptionGroup var options: GlobalOptions
+    discussion: "With --pin-fd N: the new PIN on descriptor N.", arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.setPIN, options) }
 }
 
-struct PinChangeCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "change",
+struct PinChangeCommand: CLICommand {
+  static let spec = CommandSpec(
+    name: "change",
     abstract: "Change the PIN: current PIN, new PIN, confirmation.",
-    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.")
-  @OptionGroup var options: GlobalOptions
+    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.changePIN, options) }
 }
 
-struct PinUnblock: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "unblock",
+struct PinUnblock: CLICommand {
+  static let spec = CommandSpec(
+    name: "unblock",
     abstract: "Unblock the PIN with the PUK and set a new PIN.",
-    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.")
-  @OptionGroup var options: GlobalOptions
+    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.unblockPIN, options) }
 }
 
-struct PukChange: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "change",
+struct PukChange: CLICommand {
+  static let spec = CommandSpec(
+    name: "change",
     abstract: "Change the PUK: current PUK, new PUK, confirmation.",
-    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.")
-  @OptionGroup var options: GlobalOptions
+    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.",
+    arguments: GlobalOptions.arguments, run: invoke)
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
   func run() throws { try runPinOperation(.changePUK, options) }
 }

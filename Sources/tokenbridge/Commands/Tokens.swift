@@ -1,12 +1,14 @@
-import ArgumentParser
+import CommandLineCore
 import TokenBridge
 
-struct Tokens: ParsableCommand {
-  static let configuration = CommandConfiguration(
-    commandName: "tokens",
-    abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).")
+struct Tokens: CLICommand {
+  static let spec = CommandSpec(
+    name: "tokens",
+    abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).",
+    arguments: GlobalOptions.arguments, run: invoke)
 
-  @OptionGroup var options: GlobalOptions
+  var options: GlobalOptions
+  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
 
   func run() throws {
     try options.execute {
