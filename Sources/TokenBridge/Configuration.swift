@@ -75,8 +75,11 @@ public struct Configuration: Equatable, Sendable {
   public static var file: URL { directory.appendingPathComponent("config.json") }
 
   static func xdg(_ variable: String, default rel: String) -> URL {
-    if let v = ProcessInfo.processInfo.environment[variable], v.hasPrefix("/") { return URL(fileURLWithPath: v) }
-    return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(rel)
+    if let v = Environment.value(variable), v.hasPrefix("/") { return URL(fileURLWithPath: v) }
+    guard let home = Environment.home else {
+      return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(rel)
+    }
+    return URL(fileURLWithPath: home).appendingPathComponent(rel)
   }
 
   /// Loads the config file; a missing file is the defaults, a broken one an error that names it.

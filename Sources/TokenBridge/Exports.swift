@@ -28,6 +28,7 @@ public func wipeSecret(_ bytes: inout [UInt8]) { wipe(&bytes) }
 
 // POSIX and string helpers in place of full Foundation's (TokenDevices/System; issue 12: no ICU in the binary).
 public typealias FileIO = TokenDevices.FileIO
+public typealias Environment = TokenDevices.Environment
 public typealias Subprocess = TokenDevices.Subprocess
 public typealias Hex = TokenDevices.Hex
 public typealias Trim = TokenDevices.Trim

@@ -135,7 +135,7 @@ struct GlobalOptions {
   func prompter() throws -> Prompter {
     let config = try Configuration.load()
     let mode = prompt.flatMap(PromptMode.init(rawValue:)) ?? config.prompt
-    let named = ProcessInfo.processInfo.environment["PINENTRY_PROGRAM"].flatMap { $0.isEmpty ? nil : $0 }
+    let named = Environment.value("PINENTRY_PROGRAM").flatMap { $0.isEmpty ? nil : $0 }
     return Prompter(
       pinFD: pinFd, assumeYes: yes, timeout: timeoutOption ?? config.interactionTimeout, mode: mode,
       pinentryProgram: named ?? config.pinentry)

@@ -32,12 +32,12 @@ public struct Enrollment {
   /// The login name, the default username.
   public static var loginName: String {
     if let pw = getpwuid(getuid()), let name = pw.pointee.pw_name { return String(cString: name) }
-    return ProcessInfo.processInfo.environment["USER"] ?? "user"
+    return Environment.value("USER") ?? "user"
   }
 
   /// `$XDG_RUNTIME_DIR/tokenbridge` (locks live only as long as the session), else the data directory.
   public static var lockDirectory: URL {
-    if let run = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], run.hasPrefix("/") {
+    if let run = Environment.value("XDG_RUNTIME_DIR"), run.hasPrefix("/") {
       return URL(fileURLWithPath: run).appendingPathComponent("tokenbridge")
     }
     return Configuration.dataDirectory

@@ -178,7 +178,7 @@ public final class TokenWatch: @unchecked Sendable {
   }
 
   /// TOKENBRIDGE_WATCH_DEBUG=1: every raw input on stderr (what PC/SC, inotify and libusb reported, and when).
-  let debug = ProcessInfo.processInfo.environment["TOKENBRIDGE_WATCH_DEBUG"] == "1"
+  let debug = Environment.value("TOKENBRIDGE_WATCH_DEBUG") == "1"
 
   func handle(_ input: Input, _ emit: (WatchEvent) -> Void) {
     if debug {

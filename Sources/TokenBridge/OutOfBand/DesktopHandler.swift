@@ -65,11 +65,10 @@ public struct DesktopHandler: Sendable {
 
   /// `$XDG_DATA_HOME/applications` (default `~/.local/share/applications`).
   public static var applicationsDirectory: URL {
-    let env = ProcessInfo.processInfo.environment
-    if let d = env["XDG_DATA_HOME"], d.hasPrefix("/") {
+    if let d = Environment.value("XDG_DATA_HOME"), d.hasPrefix("/") {
       return URL(fileURLWithPath: d).appendingPathComponent("applications")
     }
-    return URL(fileURLWithPath: env["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path)
+    return URL(fileURLWithPath: Environment.home ?? FileManager.default.homeDirectoryForCurrentUser.path)
       .appendingPathComponent(".local/share/applications")
   }
 
@@ -103,7 +102,7 @@ public struct DesktopHandler: Sendable {
 
   /// Runs a tool from PATH; nil on success, else a short reason.
   static func run(_ tool: String, _ args: [String]) -> String? {
-    let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+    let path = (Environment.value("PATH") ?? "/usr/bin:/bin").split(separator: ":")
       .map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     guard let path else { return "\(tool) is not installed (Debian: xdg-utils, desktop-file-utils)" }
     guard let p = Subprocess.start(path, args, stdout: .null, stderr: .null) else {

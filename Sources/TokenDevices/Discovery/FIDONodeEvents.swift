@@ -38,7 +38,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
     self.sys = sys
     let paths =
       virtualPaths
-      ?? (ProcessInfo.processInfo.environment["TOKENBRIDGE_VIRTUAL_FIDO"] ?? "").split(separator: ":").map(String.init)
+      ?? (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").split(separator: ":").map(String.init)
     self.virtualPaths = Set(paths)
     fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
     wake = WakePipe.make()

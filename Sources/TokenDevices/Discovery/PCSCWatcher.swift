@@ -47,7 +47,7 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   public init() {
     wake = WakePipe.make()
-    let env = ProcessInfo.processInfo.environment["PCSCLITE_CSOCK_NAME"]
+    let env = Environment.value("PCSCLITE_CSOCK_NAME")
     socketPath = env.flatMap { $0.isEmpty ? nil : $0 } ?? "/run/pcscd/pcscd.comm"
     if let ctx = Self.establish() {
       context = ctx

@@ -16,17 +16,17 @@ final class Prompter: PinChanger, PinUserVerifier {
     let terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
     self.terminal = terminal
     self.assumeYes = assumeYes
-    let env = ProcessInfo.processInfo.environment
+    let env = Environment.value
     // auto: pinentry only without a terminal, and only when one is named or a graphical session can show it
     // (a terminal pinentry cannot work without a terminal; the "no terminal" error says more then).
-    let graphical = env["DISPLAY"].map { !$0.isEmpty } == true || env["WAYLAND_DISPLAY"].map { !$0.isEmpty } == true
+    let graphical = env("DISPLAY").map { !$0.isEmpty } == true || env("WAYLAND_DISPLAY").map { !$0.isEmpty } == true
     let usePinentry =
       pinFD == nil && (mode == .pinentry || (mode == .auto && terminal == nil && (pinentryProgram != nil || graphical)))
     if usePinentry {
       let tty = Terminal.name()
       pinentry = Pinentry(
-        program: pinentryProgram ?? "pinentry", timeout: timeout, ttyName: tty, ttyType: tty == nil ? nil : env["TERM"],
-        lcCtype: env["LC_ALL"] ?? env["LC_CTYPE"] ?? env["LANG"])
+        program: pinentryProgram ?? "pinentry", timeout: timeout, ttyName: tty, ttyType: tty == nil ? nil : env("TERM"),
+        lcCtype: env("LC_ALL") ?? env("LC_CTYPE") ?? env("LANG"))
     } else {
       pinentry = nil
     }
