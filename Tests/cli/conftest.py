@@ -39,6 +39,9 @@ class Card:
         self.id = f"piv-{serial}"
         self.state = tmp_path / f"card{slot}.json"
         self.log = open(tmp_path / f"card{slot}.log", "w")
+        # A card another test stopped without waiting shows in the reader until pcscd's next vpcd poll (up to
+        # 400 ms): waiting for an empty reader first makes "present" below mean this card, not the dead one.
+        wait_until(lambda: not card_present(slot), f"{self.reader} empty before a new card")
         self.proc = subprocess.Popen(
             [VIRTUAL_TOKEN, "piv", "--state", str(self.state), "--vpcd", f"127.0.0.1:{35963 + slot}",
              "--serial", str(serial), *args], stderr=self.log)

@@ -27,6 +27,11 @@ VIRTUAL_TOKEN = str(BIN / "virtual-token")
 CARDS, KEYS, ACCOUNTS = 2, 10, 10_000
 
 
+def reader_has_card(slot):
+    """What pcscd says of vpcd reader `slot` (opensc-tool, not our code)."""
+    return subprocess.run(["opensc-tool", "-r", str(slot), "-a"], capture_output=True).returncode == 0
+
+
 class Tokens:
     """Starts virtual cards (one per vpcd reader) and virtual FIDO2 keys; `stop()` ends them by pid."""
 
@@ -46,7 +51,10 @@ class Tokens:
                            stdin=subprocess.DEVNULL, timeout=60)
         return json.loads(r.stdout) if r.returncode == 0 else []
 
+    cards = 0
+
     def add_card(self, i):
+        self.cards = max(self.cards, i + 1)
         log = open(self.work / f"card{i}.log", "w")
         self.logs.append(log)
         self.procs.append(subprocess.Popen(
@@ -79,6 +87,14 @@ class Tokens:
             p.wait(timeout=10)
         for log in self.logs:
             log.close()
+        # pcscd notices a card's process is gone at its next vpcd poll (up to 400 ms later); until then the reader
+        # still shows a card. Wait for that, or the next test's new card looks present at once and its first
+        # command finds the reader empty (the test_selection flake of sessions 3 to 6).
+        end = time.monotonic() + 10
+        while any(reader_has_card(i) for i in range(self.cards)):
+            if time.monotonic() > end:
+                raise AssertionError("pcscd still shows a stopped card")
+            time.sleep(0.05)
 
 
 def fill_accounts(home, n=ACCOUNTS):
