@@ -161,8 +161,15 @@ public final class PCSCCard: SmartCardTransport {
 
   deinit {
     let disposition = DWORD(resetOnClose ? SCARD_RESET_CARD : SCARD_LEAVE_CARD)
-    if inTransaction { SCardEndTransaction(handle, disposition) }
-    SCardDisconnect(handle, disposition)
+    if inTransaction {
+      // The reset (when due) happens while this process still holds the card, so no other process ever sees it
+      // verified; the disconnect then leaves it. Resetting in both was a second power cycle of the card, a round
+      // trip to the reader for nothing (pcscd -d: "Reset complete." twice; HardwareNotes.md).
+      SCardEndTransaction(handle, disposition)
+      SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD))
+    } else {
+      SCardDisconnect(handle, disposition)
+    }
   }
 
   /// Takes the card for this process (blocks while another process holds it).
