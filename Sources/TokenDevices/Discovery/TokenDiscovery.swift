@@ -186,7 +186,8 @@ public struct TokenDiscovery {
     _ probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)],
     into result: inout DiscoveryResult
   ) {
-    // open (INIT + getInfo) + getInfo + getUVRetries + getPINRetries, with room to spare.
+    // open (INIT + getInfo) + getInfo (when the open's answer could not be read) + getUVRetries + getPINRetries,
+    // with room to spare.
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
     for p in probes {
       var got: (FIDO2Probe, [String])?
@@ -211,9 +212,8 @@ public struct TokenDiscovery {
     }
   }
 
-  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2) and reads its PIN tries. With `details` also
-  /// our own getInfo (extensions, minPINLength, forcePINChange, … for a listing or a prompt) and the UV tries;
-  /// without, what libfido2 kept from its getInfo is enough (`FIDO2Session.openInfo()`).
+  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2; the getInfo answer is kept, `FIDO2Session.info()`)
+  /// and reads its PIN tries; with `details` also the UV tries (keys with built-in UV only).
   static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true)
     -> (FIDO2Probe, [String])
   {
@@ -223,13 +223,8 @@ public struct TokenDiscovery {
       let session = try FIDO2Session(ref, deadlines: deadlines)
       if tracing { session.trace = { lines.append($0) } }
       defer { session.trace = nil }
-      var info: FIDO2Info
-      if details {
-        info = try session.info()
-        info.uvRetries = session.uvRetries(info)
-      } else {
-        info = session.openInfo()
-      }
+      var info = try session.info()
+      if details { info.uvRetries = session.uvRetries(info) }
       let pin = info.pinIsSet ? try session.pinStatus() : nil
       var caps = ["fido2"]
       if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
