@@ -176,14 +176,7 @@ public final class FIDO2Session {
   /// Opens the device (CTAPHID_INIT, then getInfo inside libfido2), bounded by the probe deadline, through our
   /// own I/O (`VirtualFIDOIO` or `HidrawFIDOIO`), which keeps the getInfo response for `info()`.
   func open() throws(TokenError) {
-    if !ref.isVirtual, let lengths = HIDReportDescriptor.reportLengths(ofNode: ref.path),
-      lengths.input.map({ $0 != 64 }) ?? false || lengths.output.map({ $0 != 64 }) ?? false
-    {
-      // libfido2 with custom I/O frames 64-byte reports: other lengths would be misframed (HardwareNotes.md).
-      throw .unsupported(
-        "64-byte FIDO HID reports (its HID descriptor declares \(lengths.input ?? 0)-byte input and "
-          + "\(lengths.output ?? 0)-byte output reports)")
-    }
+    if !ref.isVirtual, let refusal = Self.reportLengthRefusal(ref.path) { throw refusal }
     guard let d = fido_dev_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "open") }
     var functions = ref.isVirtual ? VirtualFIDOIO.functions : HidrawFIDOIO.functions
     guard fido_dev_set_io_functions(d, &functions) == FIDO_OK else {
@@ -203,6 +196,18 @@ public final class FIDO2Session {
     dev = d
     knownInfo = io.capturedInfo
     infoFromOpen = knownInfo != nil
+  }
+
+  /// libfido2 with custom I/O frames 64-byte reports (dev.c `fido_dev_open_tx`); a hidraw node whose report
+  /// descriptor declares other lengths would be misframed, so it is refused. A node sysfs does not describe is
+  /// taken as 64 bytes, as libfido2 does when it cannot read a descriptor.
+  static func reportLengthRefusal(_ path: String, sys: String = "/sys") -> TokenError? {
+    guard let lengths = HIDReportDescriptor.reportLengths(ofNode: path, sys: sys),
+      lengths.input.map({ $0 != 64 }) ?? false || lengths.output.map({ $0 != 64 }) ?? false
+    else { return nil }
+    return .unsupported(
+      "64-byte FIDO HID reports (its HID descriptor declares \(lengths.input ?? 0)-byte input and "
+        + "\(lengths.output ?? 0)-byte output reports)")
   }
 
   func closeDevice() {
