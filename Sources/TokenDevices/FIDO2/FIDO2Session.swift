@@ -194,7 +194,9 @@ public final class FIDO2Session {
       throw .fido2(rc, operation: "open")
     }
     dev = d
-    knownInfo = io.capturedInfo
+    // libfido2 falls back to U2F when it could not take its getInfo answer (dev.c `fido_dev_open_rx`): then ours
+    // is not used either.
+    knownInfo = fido_dev_is_fido2(d) ? io.capturedInfo : nil
     infoFromOpen = knownInfo != nil
   }
 
