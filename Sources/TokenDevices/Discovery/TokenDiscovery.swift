@@ -223,6 +223,7 @@ public struct TokenDiscovery {
       let session = try FIDO2Session(ref, deadlines: deadlines)
       if tracing { session.trace = { lines.append($0) } }
       defer { session.trace = nil }
+      if tracing, session.infoFromOpen { lines.append("fido2 getInfo: the answer to libfido2's open (no request)") }
       var info = try session.info()
       if details { info.uvRetries = session.uvRetries(info) }
       let pin = info.pinIsSet ? try session.pinStatus() : nil

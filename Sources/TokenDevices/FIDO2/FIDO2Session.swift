@@ -253,6 +253,7 @@ public final class FIDO2Session {
       var c: OpaquePointer? = ci
       fido_cbor_info_free(&c)
     }
+    trace?("fido2 > getInfo")
     let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info(dev, ci) }
     guard rc == FIDO_OK else { throw mapped(rc, "getInfo") }
     func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
