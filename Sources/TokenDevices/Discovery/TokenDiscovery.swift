@@ -155,12 +155,22 @@ public struct TokenDiscovery {
   /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines).
   /// `@unchecked`: the outcome holds a non-Sendable `FIDO2Session` whose ownership moves from the probing thread
   /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
-  /// value created on another thread), so a lock guards the one stored property instead.
+  /// value created on another thread), so a lock guards the one stored property instead. `collect` blocks on a
+  /// semaphore until the probe ends (it polled every 10 ms before: a probe ending just after PC/SC discovery
+  /// cost a command up to 10 ms of sleep).
   final class ProbeOutcome: @unchecked Sendable {
     private let lock = Lock()
+    private let done = DispatchSemaphore(value: 0)
     private var value: (FIDO2Probe, [String])?
-    func put(_ v: (FIDO2Probe, [String])) { lock.withLock { value = v } }
-    func take() -> (FIDO2Probe, [String])? { lock.withLock { value.take() } }
+    func put(_ v: (FIDO2Probe, [String])) {
+      lock.withLock { value = v }
+      done.signal()
+    }
+    /// The outcome, waited for until `deadline` (uptime nanoseconds); nil when the probe has not ended by then.
+    func take(until deadline: UInt64) -> (FIDO2Probe, [String])? {
+      guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
+      return lock.withLock { value.take() }
+    }
   }
 
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
@@ -190,13 +200,7 @@ public struct TokenDiscovery {
     // with room to spare.
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
     for p in probes {
-      var got: (FIDO2Probe, [String])?
-      while true {
-        got = p.outcome.take()
-        if got != nil || DispatchTime.now().uptimeNanoseconds >= end { break }
-        usleep(10_000)
-      }
-      guard let (probe, lines) = got else {
+      guard let (probe, lines) = p.outcome.take(until: end) else {
         // The thread stays blocked in libfido2; it owns its session and ends with the process.
         result.unusableCards.append(
           UnusableToken(id: Self.fido2ID(p.ref), reader: p.ref.path, reason: .noAnswer(operation: "open")))
