@@ -80,8 +80,9 @@ struct FIDO2GetInfoTests {
     #expect(FIDO2GetInfo.parse([UInt8](repeating: 0x81, count: 40) + [0x00]) == nil)  // nested 40 deep
     #expect(FIDO2GetInfo.parse([0x9B] + [UInt8](repeating: 0xFF, count: 8)) == nil)  // 2^64-1 items announced
     #expect(FIDO2GetInfo.parse([0x5B] + [UInt8](repeating: 0xFF, count: 8)) == nil)  // a byte string as long
-    #expect(
-      FIDO2GetInfo.parse([0xA2, 0x01, 0x81, 0x62, 0xC3, 0x28, 0x03, 0x50] + [UInt8](repeating: 0, count: 16)) == nil)  // bad UTF-8
+    // a version string that is not UTF-8
+    let badText: [UInt8] = [0xA2, 0x01, 0x81, 0x62, 0xC3, 0x28, 0x03, 0x50] + [UInt8](repeating: 0, count: 16)
+    #expect(FIDO2GetInfo.parse(badText) == nil)
   }
 
   /// Every prefix and every single-byte change of a real answer: nil or a value, never a trap.
