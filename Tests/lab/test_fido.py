@@ -37,7 +37,8 @@ def test_python_fido2_finds_and_talks_to_it(dut):
 
 
 def test_tokenbridge_flows_through_libfido2_hidraw_enumeration(dut):
-    """No custom I/O: tokens, pin set/status, register, authenticate, deregister against the RP in the guest."""
+    """libfido2's hidraw enumeration and our own hidraw I/O (HidrawFIDOIO): tokens, pin set/status, register,
+    authenticate, deregister against the RP in the guest."""
     result = flows(dut, "fido")
     steps = {s["cmd"].split(" --")[0]: s for s in result["steps"]}
     assert all(s["rc"] == 0 for s in result["steps"]), result["steps"]

@@ -150,11 +150,7 @@ public struct FIDO2Maintenance {
 
   func requireCredentialManagement(_ key: DiscoveredFIDO2) throws(OperationError) {
     let info: FIDO2Info
-    if let known = key.info.fido2, known.isComplete {
-      info = known
-    } else {
-      do { info = try key.session.info() } catch { throw .token(error) }
-    }
+    do { info = try key.session.info() } catch { throw .token(error) }
     guard info.options["credMgmt"] == true || info.options["credentialMgmtPreview"] == true else {
       throw .token(.unsupported("credential management (CTAP 2.1 credMgmt)"))
     }

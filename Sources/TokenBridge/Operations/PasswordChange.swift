@@ -83,11 +83,9 @@ public struct PasswordChange {
     do { watcher = try DeviceNodeWatcher(path: ref.path, isVirtual: ref.isVirtual) } catch {
       throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
-    // The key's AAGUID, to know it again: discovery may have kept only what libfido2 read at open (no AAGUID).
-    var expected = token.info.fido2?.aaguid ?? ""
-    if expected.isEmpty || token.info.fido2?.isComplete == false {
-      do { expected = try token.session.info().aaguid } catch { throw .token(error) }
-    }
+    // The key's AAGUID, to know it again (getInfo as the key answered it while opening: no request).
+    let expected: String
+    do { expected = try token.session.info().aaguid } catch { throw .token(error) }
     // Let go of the node: an open hidraw node keeps its number taken, and the key would come back as another.
     token.session.close()
     notifier.reinsertionNeeded(token.info)
@@ -97,7 +95,8 @@ public struct PasswordChange {
       throw .token(.unsupported("watching for the key's re-insert (inotify: \(error.explanation))"))
     }
     do { try token.session.reopen(at: path) } catch { throw .token(error) }
-    // The same key (a different one plugged in meanwhile would be asked for the wrong PIN).
+    // The same key (a different one plugged in meanwhile would be asked for the wrong PIN): the reopened
+    // session's getInfo is the one its open received.
     if !expected.isEmpty {
       let found: String
       do { found = try token.session.info().aaguid } catch { throw .token(error) }
@@ -108,9 +107,8 @@ public struct PasswordChange {
     notifier.reinserted(token.info)
   }
 
-  /// getInfo as discovery read it a moment ago (read again only if missing).
+  /// getInfo as the key answered it while opening (no request; asked again only after a change in this command).
   func fido2Info(_ token: DiscoveredFIDO2) throws(OperationError) -> FIDO2Info {
-    if let info = token.info.fido2, info.isComplete { return info }
     do { return try token.session.info() } catch { throw .token(error) }
   }
 

@@ -46,45 +46,24 @@ public final class FIDO2Authenticator: TokenAuthenticator {
   /// Runs `body` with the PIN through the PIN-attempt engine (tries shown, value checked before sending, last
   /// try confirmed, a wrong PIN recoverable, a cool-down waited out with nothing sent), for keys with a PIN set.
   func withPIN<T>(
-    purpose: String, transaction: String? = nil, verifier: PinUserVerifier, openInfoSuffices: Bool = false,
-    knownInfo: FIDO2Info? = nil, _ body: ([UInt8]) throws(TokenError) -> T
+    purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
+    _ body: ([UInt8]) throws(TokenError) -> T
   ) throws(OperationError) -> T {
     try Self.withPIN(
-      key: key, timeout: timeout, purpose: purpose, transaction: transaction, verifier: verifier,
-      openInfoSuffices: openInfoSuffices, knownInfo: knownInfo, body)
+      key: key, timeout: timeout, purpose: purpose, transaction: transaction, verifier: verifier, body)
   }
 
   /// `withPIN` for any FIDO2 key (credential management uses it too).
   static func withPIN<T>(
     key: DiscoveredFIDO2, timeout: Double, purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
-    openInfoSuffices: Bool = false, knownInfo: FIDO2Info? = nil, _ body: ([UInt8]) throws(TokenError) -> T
+    _ body: ([UInt8]) throws(TokenError) -> T
   ) throws(OperationError) -> T {
-    // getInfo and the tries as discovery read them a moment ago; afterwards the tries are read after each failure.
-    // `openInfoSuffices`: what libfido2 kept from its own getInfo (PIN set or not) is enough; a forced PIN
-    // change then shows as the key refusing the PIN token (CTAP2_ERR_PIN_POLICY_VIOLATION), checked below.
+    // getInfo as the key answered it while opening (no request: `FIDO2Session.info()`), the tries as discovery
+    // read them a moment ago; afterwards the tries are read after each failure.
     let info: FIDO2Info
-    if let knownInfo {
-      info = knownInfo
-    } else if let known = key.info.fido2, known.isComplete || openInfoSuffices {
-      info = known
-    } else {
-      do { info = try key.session.info() } catch { throw .token(error) }
-    }
+    do { info = try key.session.info() } catch { throw .token(error) }
     guard info.pinIsSet else { throw .token(.pinNotSet) }
     guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
-    func guarded(_ pin: [UInt8]) throws(TokenError) -> T {
-      do throws(TokenError) {
-        return try body(pin)
-      } catch {
-        // getPinUvAuthToken refuses every PIN while forcePINChange is set (CTAP 2.1 §6.5.5.7): ask getInfo why.
-        if !info.isComplete, error == .pinFormat(.pin, .refusedByToken(nil)),
-          (try? key.session.info())?.forcePINChange == true
-        {
-          throw .pinChangeRequired
-        }
-        throw error
-      }
-    }
     let engine = PinAttempts(
       token: key.info, kind: .pin, known: key.info.pin,
       readStatus: { () throws(TokenError) in try key.session.pinStatus() },
@@ -105,7 +84,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
         let normalized = Secret(PasswordPolicy.normalized(pin.bytes) ?? pin.bytes)  // wiped when released
         // The touches the body waits for are bounded by the interaction timeout (exit 14 past it).
         return try TouchDeadline.run(key.session.canceller, seconds: timeout) { () throws(TokenError) -> T in
-          try guarded(normalized.bytes)
+          try body(normalized.bytes)
         }
       })
   }
@@ -117,17 +96,15 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     let keyID = Base64URL.encode(keyIDBytes)
     let salt = (0..<32).map { _ in UInt8.random(in: 0...255) }
     let session = key.session
-    // Discovery may have read only what libfido2 kept from getInfo (no extensions): read it all once here.
-    var full: FIDO2Info?
-    if key.info.fido2?.isComplete == false {
-      do { full = try session.info() } catch { throw .token(error) }
-      guard full?.extensions.contains("hmac-secret") == true else {
-        throw .token(.unsupported("hmac-secret (needed to derive the UAF key)"))
-      }
+    // getInfo as the key answered it while opening (no request).
+    let info: FIDO2Info
+    do { info = try session.info() } catch { throw .token(error) }
+    guard info.extensions.contains("hmac-secret") else {
+      throw .token(.unsupported("hmac-secret (needed to derive the UAF key)"))
     }
     // The hmac-secret output is the UAF key's seed: kept in a `Secret`, wiped when released.
     let (credentialID, output) = try withPIN(
-      purpose: "register \(username) (touch the key twice)", verifier: verifier, knownInfo: full
+      purpose: "register \(username) (touch the key twice)", verifier: verifier
     ) { (pin) throws(TokenError) -> ([UInt8], Secret) in
       let cdh = Array(SHA256.hash(data: keyIDBytes))
       let id = try session.makeCredential(
@@ -167,8 +144,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     let session = key.session
     let output = try withPIN(
       purpose: "sign in as \(record.username) (then touch the key)",
-      transaction: transaction.map { TransactionContent.sanitized($0.text) }, verifier: verifier,
-      openInfoSuffices: true  // the credential was made with hmac-secret; getInfo need not be read again
+      transaction: transaction.map { TransactionContent.sanitized($0.text) }, verifier: verifier
     ) { (pin) throws(TokenError) -> Secret in
       Secret(
         try session.hmacSecret(

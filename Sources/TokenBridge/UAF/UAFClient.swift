@@ -69,7 +69,7 @@ public struct SelectionCandidate: Sendable, Equatable, Codable {
     if t.pin?.isBlocked == true {
       out.append(t.fido2 == nil ? "PIN blocked (tokenbridge pin unblock)" : "PIN blocked (only a reset helps)")
     }
-    if let f = t.fido2, f.isComplete, !f.extensions.contains("hmac-secret") {  // unknown: registration reads it
+    if let f = t.fido2, !f.extensions.contains("hmac-secret") {
       out.append("needs hmac-secret, which this key lacks")
     }
     return out

@@ -155,12 +155,22 @@ public struct TokenDiscovery {
   /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines).
   /// `@unchecked`: the outcome holds a non-Sendable `FIDO2Session` whose ownership moves from the probing thread
   /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
-  /// value created on another thread), so a lock guards the one stored property instead.
+  /// value created on another thread), so a lock guards the one stored property instead. `collect` blocks on a
+  /// semaphore until the probe ends (it polled every 10 ms before: a probe ending just after PC/SC discovery
+  /// cost a command up to 10 ms of sleep).
   final class ProbeOutcome: @unchecked Sendable {
     private let lock = Lock()
+    private let done = DispatchSemaphore(value: 0)
     private var value: (FIDO2Probe, [String])?
-    func put(_ v: (FIDO2Probe, [String])) { lock.withLock { value = v } }
-    func take() -> (FIDO2Probe, [String])? { lock.withLock { value.take() } }
+    func put(_ v: (FIDO2Probe, [String])) {
+      lock.withLock { value = v }
+      done.signal()
+    }
+    /// The outcome, waited for until `deadline` (uptime nanoseconds); nil when the probe has not ended by then.
+    func take(until deadline: UInt64) -> (FIDO2Probe, [String])? {
+      guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
+      return lock.withLock { value.take() }
+    }
   }
 
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
@@ -186,16 +196,11 @@ public struct TokenDiscovery {
     _ probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)],
     into result: inout DiscoveryResult
   ) {
-    // open (INIT + getInfo) + getInfo + getUVRetries + getPINRetries, with room to spare.
+    // open (INIT + getInfo) + getInfo (when the open's answer could not be read) + getUVRetries + getPINRetries,
+    // with room to spare.
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
     for p in probes {
-      var got: (FIDO2Probe, [String])?
-      while true {
-        got = p.outcome.take()
-        if got != nil || DispatchTime.now().uptimeNanoseconds >= end { break }
-        usleep(10_000)
-      }
-      guard let (probe, lines) = got else {
+      guard let (probe, lines) = p.outcome.take(until: end) else {
         // The thread stays blocked in libfido2; it owns its session and ends with the process.
         result.unusableCards.append(
           UnusableToken(id: Self.fido2ID(p.ref), reader: p.ref.path, reason: .noAnswer(operation: "open")))
@@ -211,9 +216,8 @@ public struct TokenDiscovery {
     }
   }
 
-  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2) and reads its PIN tries. With `details` also
-  /// our own getInfo (extensions, minPINLength, forcePINChange, … for a listing or a prompt) and the UV tries;
-  /// without, what libfido2 kept from its getInfo is enough (`FIDO2Session.openInfo()`).
+  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2; the getInfo answer is kept, `FIDO2Session.info()`)
+  /// and reads its PIN tries; with `details` also the UV tries (keys with built-in UV only).
   static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true)
     -> (FIDO2Probe, [String])
   {
@@ -223,13 +227,9 @@ public struct TokenDiscovery {
       let session = try FIDO2Session(ref, deadlines: deadlines)
       if tracing { session.trace = { lines.append($0) } }
       defer { session.trace = nil }
-      var info: FIDO2Info
-      if details {
-        info = try session.info()
-        info.uvRetries = session.uvRetries(info)
-      } else {
-        info = session.openInfo()
-      }
+      if tracing, session.infoFromOpen { lines.append("fido2 getInfo: the answer to libfido2's open (no request)") }
+      var info = try session.info()
+      if details { info.uvRetries = session.uvRetries(info) }
       let pin = info.pinIsSet ? try session.pinStatus() : nil
       var caps = ["fido2"]
       if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }

@@ -47,6 +47,7 @@ extension FIDO2Session {
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "makeCredential") }
+    if resident { infoChanged() }  // remainingDiscoverableCredentials went down
     guard let id = fido_cred_id_ptr(cred) else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
     return Array(UnsafeBufferPointer(start: id, count: fido_cred_id_len(cred)))
   }
@@ -89,17 +90,15 @@ extension FIDO2Session {
     }
   }
 
-  /// Runs a call that may wait for a touch: the touch cue fires when the key asks (virtual keys: on KEEPALIVE
-  /// UP_NEEDED; hidraw keys, whose I/O libfido2 owns: right away), and `cancel()` may stop it meanwhile.
+  /// Runs a call that may wait for a touch: the touch cue fires when the key asks (KEEPALIVE UP_NEEDED, seen by
+  /// our I/O for virtual and hidraw keys alike), and `cancel()` may stop it meanwhile.
   /// Bounded by `deadlines.userPresenceMs` (`.noAnswer(operation:)` past it).
   func whileWaitingForTouch(_ operation: String, _ body: () -> Int32) throws(TokenError) -> Int32 {
-    if let cue = touchCue {
-      if let io { io.touchCue = cue } else { cue() }
-    }
+    io.touchCue = touchCue
     if let dev { canceller.arm(dev) }
     defer {
       canceller.disarm()
-      io?.touchCue = nil
+      io.touchCue = nil
     }
     return try call(operation, deadlines.userPresenceMs, body)
   }

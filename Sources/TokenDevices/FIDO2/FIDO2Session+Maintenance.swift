@@ -37,7 +37,7 @@ extension FIDO2Session {
     let rc = try whileWaitingForTouch("reset") { fido_dev_reset(dev) }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     switch rc {
-    case FIDO_OK: return
+    case FIDO_OK: infoChanged()  // no PIN, no credentials
     case FIDO_ERR_NOT_ALLOWED: throw .resetNotAllowed
     default: throw mapped(rc, "reset")
     }
@@ -143,5 +143,6 @@ extension FIDO2Session {
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, "deleteCredential") }
+    infoChanged()  // remainingDiscoverableCredentials went up
   }
 }

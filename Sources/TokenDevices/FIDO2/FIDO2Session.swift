@@ -34,11 +34,6 @@ public struct FIDO2Info: Sendable, Equatable, Codable {
   /// Largest message the key takes (getInfo 0x05), bytes; nil when the key does not say.
   public var maxMsgSize: UInt64?
 
-  /// False when this is what libfido2 kept from the getInfo it sends while opening the key (`openInfo()`):
-  /// options clientPin and uv are right, everything else (extensions, minPINLength, forcePINChange, …) is
-  /// unknown. Not encoded: a listing always reads getInfo itself.
-  public var isComplete = true
-
   public var pinIsSet: Bool { options["clientPin"] == true }
   public var supportsPIN: Bool { options["clientPin"] != nil }
 
@@ -82,8 +77,14 @@ public final class FIDO2Session {
   public var touchCue: (() -> Void)?
   /// The deadlines of this session's calls.
   public var deadlines: FIDO2Deadlines
-  /// The virtual transport's per-session state (virtual keys only).
-  let io: VirtualFIDOIO.Context?
+  /// The custom I/O's per-session state (virtual and hidraw keys alike: libfido2's own I/O is not used).
+  let io: FIDO2IO.Context
+  /// getInfo as the key answered it: captured from the request libfido2 sends while opening (`FIDO2IO`), or
+  /// read by `refreshInfo()`. Nil after a call that changes what getInfo says (setPIN, reset, a credential
+  /// stored or deleted): `info()` then asks the key again.
+  var knownInfo: FIDO2Info?
+  /// Whether `knownInfo` came from the getInfo inside the open (no request of ours); for tests and traces.
+  public private(set) var infoFromOpen = false
 
   static let initialized: Void = { fido_init(0) }()
 
@@ -142,7 +143,7 @@ public final class FIDO2Session {
     _ = Self.initialized
     self.ref = ref
     self.deadlines = deadlines
-    io = ref.isVirtual ? VirtualFIDOIO.Context(readDeadlineMs: deadlines.probeMs) : nil
+    io = FIDO2IO.Context(readDeadlineMs: deadlines.probeMs)
     try open()
   }
 
@@ -151,14 +152,15 @@ public final class FIDO2Session {
   /// reported as `nil` (no answer).
   func bounded(_ d: OpaquePointer?, _ ms: Int32, _ call: () -> Int32) -> Int32? {
     if let d { _ = fido_dev_set_timeout(d, Int32(ms)) }
-    io?.readDeadlineMs = ms
-    io?.timedOut = false
-    io?.peerGone = false
+    io.readDeadlineMs = ms
+    io.timedOut = false
+    io.peerGone = false
     let start = DispatchTime.now().uptimeNanoseconds
     let rc = call()
     guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX || rc == FIDO_ERR_INTERNAL else { return rc }
-    if let io { return io.timedOut ? nil : rc }
-    // hidraw: libfido2 owns the I/O; its read returns an error when the deadline passes (the time is the tell).
+    if io.timedOut { return nil }
+    if ref.isVirtual { return rc }
+    // hidraw: libfido2 also ends a call whose deadline it finds spent before it reads (the time is the tell).
     let elapsedMs = (DispatchTime.now().uptimeNanoseconds - start) / 1_000_000
     return elapsedMs * 10 >= UInt64(ms) * 9 ? nil : rc
   }
@@ -171,22 +173,20 @@ public final class FIDO2Session {
 
   deinit { closeDevice() }
 
-  /// Opens the device (CTAPHID_INIT, then getInfo inside libfido2), bounded by the probe deadline.
+  /// Opens the device (CTAPHID_INIT, then getInfo inside libfido2), bounded by the probe deadline, through our
+  /// own I/O (`VirtualFIDOIO` or `HidrawFIDOIO`), which keeps the getInfo response for `info()`.
   func open() throws(TokenError) {
+    if !ref.isVirtual, let refusal = Self.reportLengthRefusal(ref.path) { throw refusal }
     guard let d = fido_dev_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "open") }
-    if ref.isVirtual {
-      var functions = VirtualFIDOIO.functions
-      guard fido_dev_set_io_functions(d, &functions) == FIDO_OK else {
-        var dd: OpaquePointer? = d
-        fido_dev_free(&dd)
-        throw .fido2(FIDO_ERR_INTERNAL, operation: "open")
-      }
+    var functions = ref.isVirtual ? VirtualFIDOIO.functions : HidrawFIDOIO.functions
+    guard fido_dev_set_io_functions(d, &functions) == FIDO_OK else {
+      var dd: OpaquePointer? = d
+      fido_dev_free(&dd)
+      throw .fido2(FIDO_ERR_INTERNAL, operation: "open")
     }
     let path = ref.path
-    let rc = bounded(d, deadlines.probeMs) {
-      if let io { return VirtualFIDOIO.opening(with: io) { fido_dev_open(d, path) } }
-      return fido_dev_open(d, path)
-    }
+    io.capturedInfo = nil
+    let rc = bounded(d, deadlines.probeMs) { FIDO2IO.opening(with: io) { fido_dev_open(d, path) } }
     guard rc == FIDO_OK else {
       var dd: OpaquePointer? = d
       fido_dev_free(&dd)
@@ -194,6 +194,22 @@ public final class FIDO2Session {
       throw .fido2(rc, operation: "open")
     }
     dev = d
+    // libfido2 falls back to U2F when it could not take its getInfo answer (dev.c `fido_dev_open_rx`): then ours
+    // is not used either.
+    knownInfo = fido_dev_is_fido2(d) ? io.capturedInfo : nil
+    infoFromOpen = knownInfo != nil
+  }
+
+  /// libfido2 with custom I/O frames 64-byte reports (dev.c `fido_dev_open_tx`); a hidraw node whose report
+  /// descriptor declares other lengths would be misframed, so it is refused. A node sysfs does not describe is
+  /// taken as 64 bytes, as libfido2 does when it cannot read a descriptor.
+  static func reportLengthRefusal(_ path: String, sys: String = "/sys") -> TokenError? {
+    guard let lengths = HIDReportDescriptor.reportLengths(ofNode: path, sys: sys),
+      lengths.input.map({ $0 != 64 }) ?? false || lengths.output.map({ $0 != 64 }) ?? false
+    else { return nil }
+    return .unsupported(
+      "64-byte FIDO HID reports (its HID descriptor declares \(lengths.input ?? 0)-byte input and "
+        + "\(lengths.output ?? 0)-byte output reports)")
   }
 
   func closeDevice() {
@@ -216,12 +232,28 @@ public final class FIDO2Session {
     try open()
   }
 
+  /// getInfo: what the key answered while opening (no request), or — when that answer could not be read, or a
+  /// call since changed it — a getInfo of our own (`refreshInfo`).
   public func info() throws(TokenError) -> FIDO2Info {
+    if let knownInfo { return knownInfo }
+    return try refreshInfo()
+  }
+
+  /// Forgets the getInfo answer: the key's state changed (PIN set or changed, reset, credentials stored).
+  func infoChanged() {
+    knownInfo = nil
+    infoFromOpen = false
+  }
+
+  /// Sends getInfo (`fido_dev_get_cbor_info`) and keeps the answer for `info()`.
+  @discardableResult
+  public func refreshInfo() throws(TokenError) -> FIDO2Info {
     guard let ci = fido_cbor_info_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getInfo") }
     defer {
       var c: OpaquePointer? = ci
       fido_cbor_info_free(&c)
     }
+    trace?("fido2 > getInfo")
     let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info(dev, ci) }
     guard rc == FIDO_OK else { throw mapped(rc, "getInfo") }
     func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
@@ -234,7 +266,7 @@ public final class FIDO2Session {
     for (i, n) in names.enumerated() { options[n] = values?[i] ?? false }
     let protocols = (0..<fido_cbor_info_protocols_len(ci)).compactMap { fido_cbor_info_protocols_ptr(ci)?[$0] }
     let aaguid = (0..<fido_cbor_info_aaguid_len(ci)).compactMap { fido_cbor_info_aaguid_ptr(ci)?[$0] }
-    return FIDO2Info(
+    let info = FIDO2Info(
       versions: strings(fido_cbor_info_versions_ptr(ci), fido_cbor_info_versions_len(ci)),
       extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
       options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
@@ -244,19 +276,8 @@ public final class FIDO2Session {
         ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
       firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,
       maxMsgSize: fido_cbor_info_maxmsgsiz(ci) > 0 ? fido_cbor_info_maxmsgsiz(ci) : nil)
-  }
-
-  /// What libfido2 kept from the getInfo it sent while opening the key (`fido_dev_has_pin`, …): whether a PIN
-  /// and built-in UV are supported and set. No request: a command that needs nothing else (an assertion from
-  /// a script) sends getInfo once, not twice. `isComplete` is false.
-  public func openInfo() -> FIDO2Info {
-    var options: [String: Bool] = [:]
-    if fido_dev_supports_pin(dev) { options["clientPin"] = fido_dev_has_pin(dev) }
-    if fido_dev_supports_uv(dev) { options["uv"] = fido_dev_has_uv(dev) }
-    var info = FIDO2Info(
-      versions: fido_dev_is_fido2(dev) ? ["FIDO_2_0"] : ["U2F_V2"], extensions: [], options: options,
-      pinProtocols: [], minPINLength: 4, forcePINChange: false, aaguid: "")
-    info.isComplete = false
+    knownInfo = info
+    infoFromOpen = false
     return info
   }
 
@@ -290,6 +311,7 @@ public final class FIDO2Session {
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
+    infoChanged()  // clientPin is now true, forcePINChange false
   }
 
   /// `Self.error`, except that a transport failure (FIDO_ERR_RX/TX) means removal only when the key is gone: the
@@ -297,7 +319,7 @@ public final class FIDO2Session {
   /// libfido2 could not take (a wrong command byte, bad framing) is `.fido2(FIDO_ERR_RX, operation:)`.
   func mapped(_ rc: Int32, _ operation: String) -> TokenError {
     guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX else { return Self.error(rc, operation) }
-    let gone = io.map(\.peerGone) ?? Self.nodeGoes(ref.path)
+    let gone = ref.isVirtual ? io.peerGone : Self.nodeGoes(ref.path)
     return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(rc, operation: operation)
   }
 

@@ -38,4 +38,44 @@ public enum HIDReportDescriptor {
         ?? false
     }
   }
+
+  /// The input and output report lengths in bytes (Report Size × Report Count / 8 at the last Input and Output
+  /// items); nil for each the descriptor does not declare, and for both when a short item is truncated. libfido2
+  /// (hid.c `fido_hid_get_report_len`) reads only Report Count, assuming 8-bit fields; with custom I/O it frames
+  /// 64-byte reports whatever the descriptor says, so a node with other lengths is refused (`FIDO2Session.open`).
+  public static func reportLengths(_ descriptor: some Collection<UInt8>) -> (input: Int?, output: Int?)? {
+    let b = Array(descriptor)
+    var i = 0
+    var (size, count) = (0, 0)
+    var (input, output): (Int?, Int?) = (nil, nil)
+    while i < b.count {
+      let prefix = b[i]
+      if prefix == 0xFE {  // long item: size, tag, data
+        guard i + 1 < b.count else { return nil }
+        i += 3 + Int(b[i + 1])
+        continue
+      }
+      let length = [0, 1, 2, 4][Int(prefix & 0x03)]
+      guard i + 1 + length <= b.count else { return nil }
+      var value = 0
+      for k in 0..<length { value |= Int(b[i + 1 + k]) << (8 * k) }
+      switch prefix & 0xFC {
+      case 0x74: size = value  // Report Size (global)
+      case 0x94: count = value  // Report Count (global)
+      case 0x80: input = size * count / 8  // Input (main)
+      case 0x90: output = size * count / 8  // Output (main)
+      default: break
+      }
+      i += 1 + length
+    }
+    return (input, output)
+  }
+
+  /// `reportLengths` of the hidraw node at `path` (/dev/hidrawN), from sysfs; nil when sysfs does not have it.
+  static func reportLengths(ofNode path: String, sys: String = "/sys") -> (input: Int?, output: Int?)? {
+    guard let name = path.split(separator: "/").last, name.hasPrefix("hidraw"),
+      let bytes = SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor")
+    else { return nil }
+    return reportLengths(bytes)
+  }
 }

@@ -9,28 +9,13 @@ import FoundationEssentials
 /// libfido2 custom I/O (`fido_dev_set_io_functions`) for keys reached over a Unix SOCK_SEQPACKET socket
 /// (virtual-token fido2): one datagram = one 64-byte HID report. libfido2 writes 65 bytes (report ID first) and
 /// reads exactly 64 (HardwareNotes.md, FIDO2). The callbacks capture nothing; the handle is a boxed fd plus the
-/// owning session's `VirtualFIDOIO.Context`.
+/// owning session's `FIDO2IO.Context` (which sees every report: touch cue, getInfo capture).
 ///
 /// Every call is bounded: connect and send by SO_SNDTIMEO, a read by the `ms` libfido2 passes (the rest of the
 /// session's deadline, `fido_dev_set_timeout`) or, when libfido2 passes -1 (no timeout set), by the context's
 /// current deadline. A key that accepts and never answers therefore ends the call with an error, not a hang.
 enum VirtualFIDOIO {
-  /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
-  /// callbacks run synchronously inside it), so it needs no lock.
-  final class Context {
-    /// Upper bound of one read when libfido2 passes no timeout (ms < 0), in milliseconds.
-    var readDeadlineMs: Int32
-    /// Called once when the key sends KEEPALIVE UP_NEEDED: libfido2 drops keepalives, but they pass through
-    /// the read callback first, so the user can be told to touch the key at the right moment.
-    var touchCue: (() -> Void)?
-    /// The last read or send ended because the key said (or took) nothing before the deadline, not because the
-    /// socket failed.
-    var timedOut = false
-    /// The key hung up (end of stream or a socket error): it was unplugged or its process ended.
-    var peerGone = false
-
-    init(readDeadlineMs: Int32) { self.readDeadlineMs = readDeadlineMs }
-  }
+  typealias Context = FIDO2IO.Context
 
   final class Handle {
     let fd: Int32
@@ -41,32 +26,12 @@ enum VirtualFIDOIO {
     }
   }
 
-  /// The open callback gets only the path: the session hands its context over through the opening thread
-  /// (a thread-specific value).
-  static let contextKey: pthread_key_t = {
-    var key = pthread_key_t()
-    precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
-    return key
-  }()
-
-  /// Runs `body` (which calls `fido_dev_open`) with `context` visible to the open callback on this thread.
-  static func opening<T>(with context: Context, _ body: () -> T) -> T {
-    let box = Unmanaged.passRetained(context)
-    pthread_setspecific(contextKey, box.toOpaque())
-    defer {
-      pthread_setspecific(contextKey, nil)
-      box.release()
-    }
-    return body()
-  }
-
   static var functions: fido_dev_io_t {
     fido_dev_io_t(open: openCallback, close: closeCallback, read: readCallback, write: writeCallback)
   }
 
   static let openCallback: @convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer? = { path in
-    guard let path, let raw = pthread_getspecific(contextKey),
-      case let context = Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue(),
+    guard let path, let context = FIDO2IO.openingContext(),
       let fd = connectSocket(String(cString: path), deadlineMs: context.readDeadlineMs)
     else { return nil }
     return Unmanaged.passRetained(Handle(fd: fd, context: context)).toOpaque()
@@ -84,7 +49,7 @@ enum VirtualFIDOIO {
       guard let handle, let buf, len >= 64 else { return -1 }
       let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
       let limit = ms < 0 ? h.context.readDeadlineMs : ms
-      switch waitReadable(h.fd, limitMs: limit) {
+      switch FIDO2IO.waitReadable(h.fd, limitMs: limit) {
       case .readable: break
       case .timedOut:
         h.context.timedOut = true
@@ -96,29 +61,10 @@ enum VirtualFIDOIO {
       var n: Int
       repeat { n = recv(h.fd, buf, 64, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
       if n <= 0 { h.context.peerGone = true }
-      if n == 64 && buf[4] == 0xBB && buf[7] == 2, let cue = h.context.touchCue {  // KEEPALIVE UP_NEEDED
-        h.context.touchCue = nil  // once per operation
-        cue()
-      }
-      return n == 64 ? 64 : -1
+      guard n == 64 else { return -1 }
+      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // touch cue, getInfo capture
+      return 64
     }
-
-  /// Polls until `fd` is readable or `limitMs` passed. Ctrl-C (our cancel handler) interrupts poll with EINTR:
-  /// that is not the end of the key, so poll again for the time left (never longer than the limit in total).
-  enum Wait { case readable, timedOut, failed }
-
-  static func waitReadable(_ fd: Int32, limitMs: Int32) -> Wait {
-    let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limitMs)) * 1_000_000
-    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    while true {
-      let now = DispatchTime.now().uptimeNanoseconds
-      let left = now >= end ? 0 : Int32(min(UInt64(Int32.max), (end - now + 999_999) / 1_000_000))
-      let ready = poll(&pfd, 1, left)
-      if ready > 0 { return .readable }  // data, or a hang-up that recv then reports
-      if ready == 0 { return .timedOut }
-      if errno != EINTR { return .failed }
-    }
-  }
 
   static let writeCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Int32 = {
     handle, buf, len in
@@ -130,7 +76,9 @@ enum VirtualFIDOIO {
     if n < 0 {
       if errno == EAGAIN || errno == EWOULDBLOCK { h.context.timedOut = true } else { h.context.peerGone = true }
     }
-    return n == 64 ? 65 : -1
+    guard n == 64 else { return -1 }
+    h.context.sent(UnsafeBufferPointer(start: buf + 1, count: 64))
+    return 65
   }
 
   /// Connects with SO_SNDTIMEO set first: Linux bounds a Unix-socket connect (a listener whose backlog is full)

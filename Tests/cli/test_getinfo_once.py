@@ -1,0 +1,61 @@
+"""getInfo once per command (issue 12): libfido2's open sends CTAPHID_INIT and authenticatorGetInfo itself; our
+custom I/O keeps that answer, so no command sends a getInfo of its own. Counted from the virtual key's own request
+log (`virtual-token fido2 --log-requests`), not from anything TokenBridge says. Counts only, no time."""
+import json
+
+from conftest import TOKENBRIDGE  # noqa: F401
+from test_round_trips import CLIENT_PIN, GET_ASSERTION, GET_INFO, INIT, fido_key  # noqa: F401 (fixture)
+from test_uaf import home, rp, tb  # noqa: F401 (fixtures)
+
+
+def test_fido2_pin_change_sends_getinfo_once(fido_key):  # noqa: F811
+    env, requests = fido_key
+    requests.mark()
+    r = tb(env, "pin", "change", pins=["11111111", "22222222"])
+    assert r.returncode == 0, r.stderr
+    # INIT and getInfo (inside libfido2's open), getPINRetries (the tries before the PIN is tried: house rule),
+    # getKeyAgreement and changePIN: 5 in all. Before, the PIN policy (minPINLength) cost a second getInfo.
+    assert requests.since() == [INIT, GET_INFO, CLIENT_PIN, CLIENT_PIN, CLIENT_PIN]
+
+
+def test_fido2_pin_change_after_a_change_reads_the_new_state(fido_key):  # noqa: F811
+    """The answer kept from the open is the key's state at the open: a second command sees the changed PIN."""
+    env, requests = fido_key
+    assert tb(env, "pin", "change", pins=["11111111", "22222222"]).returncode == 0
+    requests.mark()
+    r = tb(env, "pin", "change", pins=["22222222", "33333333"])
+    assert r.returncode == 0, r.stderr
+    assert requests.since() == [INIT, GET_INFO, CLIENT_PIN, CLIENT_PIN, CLIENT_PIN]
+
+
+def test_tokens_with_a_key_sends_getinfo_once(fido_key):  # noqa: F811
+    env, requests = fido_key
+    requests.mark()
+    r = tb(env, "tokens", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    keys = [t for t in listed if t.get("kind") == "fido2"] if isinstance(listed, list) else listed
+    assert keys, r.stdout
+    # What the listing shows of getInfo (extensions, minPINLength, AAGUID) comes from the open's getInfo; the
+    # tries are read (getPINRetries); the virtual key has no built-in UV, so no getUVRetries.
+    assert requests.since() == [INIT, GET_INFO, CLIENT_PIN]
+    assert "hmac-secret" in r.stdout
+
+
+def test_fido2_info_sends_getinfo_once(fido_key):  # noqa: F811
+    env, requests = fido_key
+    requests.mark()
+    r = tb(env, "fido2", "info", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["aaguid"] and "hmac-secret" in report["extensions"], report
+    assert requests.since() == [INIT, GET_INFO, CLIENT_PIN, CLIENT_PIN]  # discovery's tries, the report's tries
+
+
+def test_fido2_registration_sends_getinfo_once(fido_key, rp):  # noqa: F811
+    env, requests = fido_key
+    server = rp()
+    requests.mark()
+    r = tb(env, "register", "--username", "alice", "--server", server.url, pins=["11111111"])
+    assert r.returncode == 0, r.stderr
+    assert requests.since().count(GET_INFO) == 1, requests.since()
