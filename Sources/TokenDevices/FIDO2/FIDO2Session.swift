@@ -98,7 +98,7 @@ public final class FIDO2Session {
   static func virtualSockets(_ virtualPaths: [String]?) -> [String] {
     let named =
       virtualPaths
-      ?? (ProcessInfo.processInfo.environment["TOKENBRIDGE_VIRTUAL_FIDO"] ?? "").split(separator: ":").map(String.init)
+      ?? (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").split(separator: ":").map(String.init)
     return named.filter { FileManager.default.fileExists(atPath: $0) }
   }
 
