@@ -62,7 +62,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
 
   /// The FIDO nodes present now.
   public var present: [String] {
-    let hidraw = ((try? FileManager.default.contentsOfDirectory(atPath: dev)) ?? []).filter { $0.hasPrefix("hidraw") }
+    let hidraw = (Directory.names(dev) ?? []).filter { $0.hasPrefix("hidraw") }
       .filter { isFIDO($0) }.map { "\(dev)/\($0)" }
     return (hidraw + virtualPaths.filter { FileManager.default.fileExists(atPath: $0) }).sorted()
   }

@@ -45,7 +45,7 @@ public enum SystemFacts {
   }
 
   public static func hidraw(sys: String = "/sys", dev: String = "/dev", udev: String = "/run/udev/data") -> [Hidraw] {
-    let names = ((try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/class/hidraw")) ?? []).sorted()
+    let names = (Directory.names("\(sys)/class/hidraw") ?? []).sorted()
     return names.map { name in
       let descriptor = procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor")
       let fido = descriptor.map(HIDReportDescriptor.declaresFIDOUsagePage) ?? false
@@ -70,7 +70,7 @@ public enum SystemFacts {
     let me = getpid()
     let ownNamespaces = namespaces(proc, "self")
     var out: [(Int32, String)] = []
-    for entry in (try? FileManager.default.contentsOfDirectory(atPath: proc)) ?? [] {
+    for entry in Directory.names(proc) ?? [] {
       guard let pid = Int32(entry), pid != me, let comm = procFile("\(proc)/\(entry)/comm") else { continue }
       let name = Trim.whitespace(String(decoding: comm, as: UTF8.self))
       guard name != "pcscd", namespaces(proc, entry) == ownNamespaces else { continue }

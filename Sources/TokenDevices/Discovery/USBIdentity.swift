@@ -50,7 +50,7 @@ public struct USBIdentity: Equatable, Sendable {
   /// The USB device behind a PC/SC reader: pcscd (libccid) names a reader "Name [Interface] (USB serial) 00 00",
   /// so the device with a CCID interface whose serial is in the name. Nil when none or several match.
   public static func forReader(_ reader: String, sys: String = "/sys") -> USBIdentity? {
-    let devices = (try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/bus/usb/devices")) ?? []
+    let devices = Directory.names("\(sys)/bus/usb/devices") ?? []
     let matches = devices.filter { !$0.contains(":") }.compactMap { name -> USBIdentity? in
       guard let id = try? of(name, sys: sys), id.hasCCID, let serial = id.serial, reader.contains("(\(serial))")
       else { return nil }
@@ -109,18 +109,17 @@ public struct USBIdentity: Equatable, Sendable {
   }
 
   static func read(_ dir: String, name: String) throws(LookupError) -> USBIdentity {
-    let fm = FileManager.default
     guard let vendor = attribute(dir, "idVendor"), let product = attribute(dir, "idProduct") else {
       throw .noDevice(name)
     }
     let busPath = PathString.last(dir)
-    let entries = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
+    let entries = Directory.names(dir) ?? []
     let interfaces = entries.filter { $0.hasPrefix(busPath + ":") }.sorted()
     var hidraw: [String] = []
     for i in interfaces {
       // <interface>/<hid device>/hidraw/hidrawN
-      for hid in (try? fm.contentsOfDirectory(atPath: "\(dir)/\(i)")) ?? [] where hid.contains(":") {
-        hidraw += ((try? fm.contentsOfDirectory(atPath: "\(dir)/\(i)/\(hid)/hidraw")) ?? []).filter {
+      for hid in Directory.names("\(dir)/\(i)") ?? [] where hid.contains(":") {
+        hidraw += (Directory.names("\(dir)/\(i)/\(hid)/hidraw") ?? []).filter {
           $0.hasPrefix("hidraw")
         }
       }

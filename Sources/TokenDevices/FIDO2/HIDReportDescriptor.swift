@@ -32,7 +32,7 @@ public enum HIDReportDescriptor {
   /// Whether any hidraw node under `sys` declares the FIDO usage page: where none does, libfido2 (whose Linux
   /// manifest enumerates hidraw nodes only) finds no key, and a command need not load it to learn that.
   public static func anyFIDONode(sys: String = "/sys") -> Bool {
-    let names = (try? FileManager.default.contentsOfDirectory(atPath: "\(sys)/class/hidraw")) ?? []
+    let names = Directory.names("\(sys)/class/hidraw") ?? []
     return names.contains { name in
       SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor").map(declaresFIDOUsagePage)
         ?? false

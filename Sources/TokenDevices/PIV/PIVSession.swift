@@ -29,12 +29,24 @@ public final class PIVSession {
   var cardHeld = false
   /// PIN/PUK state read in the current transaction; valid only while no other process can reach the card and
   /// cleared by any command that may change it (see `send`).
-  var pinCache: [PINKind: CachedPIN] = [:]
+  var pinCache = PINCache()
 
   /// A PIN/PUK state read in the held transaction, and whether it holds the details (maximum, default).
   struct CachedPIN {
     var status: PINStatus
     var detailed: Bool
+  }
+
+  /// The PIN's and the PUK's cached state. Two fields, not a `[PINKind: CachedPIN]`: a dictionary's first use
+  /// instantiates its generic metadata and hashing witnesses, 0.26M instructions of a 3M-instruction PIN change.
+  struct PINCache {
+    var pin: CachedPIN?
+    var puk: CachedPIN?
+
+    subscript(kind: PINKind) -> CachedPIN? {
+      get { kind == .pin ? pin : puk }
+      set { if kind == .pin { pin = newValue } else { puk = newValue } }
+    }
   }
 
   /// A session over `transport`. Nothing is sent yet: the first operation SELECTs in its own transaction;
@@ -60,7 +72,7 @@ public final class PIVSession {
       return try body()
     }
     do { try card.transport.beginTransaction() } catch { throw .smartCard(error) }
-    pinCache = [:]
+    pinCache = PINCache()
     transactionDepth += 1
     var keep = false
     defer {
@@ -68,7 +80,7 @@ public final class PIVSession {
       if keep {
         cardHeld = true
       } else {
-        pinCache = [:]
+        pinCache = PINCache()
         card.transport.endTransaction()
       }
     }
@@ -99,7 +111,7 @@ public final class PIVSession {
   public func releaseCard() {
     guard cardHeld else { return }
     cardHeld = false
-    pinCache = [:]
+    pinCache = PINCache()
     card.transport.endTransaction()
   }
 
@@ -116,7 +128,7 @@ public final class PIVSession {
   /// was quickly undone, it reconnects once, SELECTs again and retries once; a card still gone is reported.
   /// (A retried VERIFY-dependent command then fails cleanly with 6982: the reset cleared the PIN state.)
   func send(_ apdu: APDU, reselectOnReset: Bool = true) throws(TokenError) -> APDUResponse {
-    if !Self.leavesPINStateAlone(apdu.ins) { pinCache = [:] }
+    if !Self.leavesPINStateAlone(apdu.ins) { pinCache = PINCache() }
     do {
       return try card.send(apdu)
     } catch {
@@ -125,7 +137,7 @@ public final class PIVSession {
       case .cardRemoved: break
       default: throw .smartCard(error)
       }
-      pinCache = [:]  // a reset card has a new PIN state
+      pinCache = PINCache()  // a reset card has a new PIN state
       do { try card.transport.reconnect() } catch {
         if case .noCard = error { throw .smartCard(.cardRemoved(reader: reader)) }  // still out: it was removed
         throw .smartCard(error)

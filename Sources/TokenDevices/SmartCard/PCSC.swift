@@ -202,14 +202,20 @@ public final class PCSCCard: SmartCardTransport {
   /// One APDU out, one response in (data ‖ SW1 SW2). Throws `.cardReset` through `SmartCardError.pcsc`
   /// with `.resetCard` so the session above can redo its SELECT.
   public func transmit(_ command: [UInt8]) throws(SmartCardError) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: 65548)
-    var outLen = DWORD(out.count)
+    // Room for an extended-length response; left uninitialised (zeroing 64 KiB per APDU was 0.2M instructions of
+    // a PIN change), pcsc-lite writes the first `outLen` bytes.
+    let capacity = 65548
+    var outLen = DWORD(capacity)
     // The PCI header only names the protocol; a local copy is as good as pcsc-lite's globals.
     var pci = SCARD_IO_REQUEST(dwProtocol: protocolID, cbPciLength: DWORD(MemoryLayout<SCARD_IO_REQUEST>.size))
-    let rv = command.withUnsafeBufferPointer { cmd in
-      SCardTransmit(handle, &pci, cmd.baseAddress, DWORD(cmd.count), nil, &out, &outLen)
+    var rv: LONG = 0
+    let out = [UInt8](unsafeUninitializedCapacity: capacity) { buf, count in
+      rv = command.withUnsafeBufferPointer { cmd in
+        SCardTransmit(handle, &pci, cmd.baseAddress, DWORD(cmd.count), nil, buf.baseAddress, &outLen)
+      }
+      count = rv == SCARD_S_SUCCESS ? min(Int(outLen), capacity) : 0
     }
     try PCSCContext.check(rv, "SCardTransmit", reader: reader)
-    return Array(out.prefix(Int(outLen)))
+    return out
   }
 }
