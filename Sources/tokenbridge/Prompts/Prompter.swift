@@ -93,11 +93,14 @@ final class Prompter: PinChanger, PinUserVerifier {
   func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
     -> String
   {
-    var lines = ["\(displayable(token.name)) (\(token.id))", "\(status.kind.rawValue): \(Render.tries(status))"]
+    // Appended line by line: `joined(separator:)`'s first use (generic witness lookups) was 0.2M instructions, a
+    // ninth of a whole PIN change (issue 12).
+    var text = "\(displayable(token.name)) (\(token.id))\n\(status.kind.rawValue): \(Render.tries(status))"
     if protection.isLastAttempt {
-      lines.append("This is the last try: a wrong \(status.kind.rawValue) now blocks it.")
+      text += "\nThis is the last try: a wrong \(status.kind.rawValue) now blocks it."
     }
-    return (lines + extra).joined(separator: "\n")
+    for line in extra { text += "\n" + line }
+    return text
   }
 
   func confirm(_ about: Confirmation) throws -> Bool {
