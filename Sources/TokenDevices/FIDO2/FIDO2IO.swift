@@ -9,6 +9,23 @@ import Dispatch
 /// (`VirtualFIDOIO`) and hidraw keys (`HidrawFIDOIO`). libfido2 with custom I/O frames 64-byte HID reports: it
 /// writes 65 bytes (report ID first) and reads 64 (dev.c `fido_dev_open_tx`: rx_len = tx_len = 64).
 enum FIDO2IO {
+  /// What an open callback hands libfido2 (boxed): the descriptor (a hidraw node or a socket) and the session's
+  /// context. Both kinds of I/O use it; closing the descriptor ends the device (and releases a hidraw lock).
+  final class Handle {
+    let fd: Int32
+    let context: Context
+    init(fd: Int32, context: Context) {
+      self.fd = fd
+      self.context = context
+    }
+  }
+
+  static let closeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { handle in
+    guard let handle else { return }
+    let h = Unmanaged<Handle>.fromOpaque(handle).takeRetainedValue()
+    close(h.fd)
+  }
+
   /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
   /// callbacks run synchronously inside it), so it needs no lock. The one exception is CTAPHID_CANCEL, which
   /// `FIDO2Canceller` writes from another thread: a write of CANCEL touches no state here.

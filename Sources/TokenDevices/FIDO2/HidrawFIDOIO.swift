@@ -17,14 +17,7 @@ import Dispatch
 /// for is taken again on a freshly opened node, as libfido2 does: the first descriptor queued every input report
 /// the other process's exchange produced.
 enum HidrawFIDOIO {
-  final class Handle {
-    let fd: Int32
-    let context: FIDO2IO.Context
-    init(fd: Int32, context: FIDO2IO.Context) {
-      self.fd = fd
-      self.context = context
-    }
-  }
+  typealias Handle = FIDO2IO.Handle
 
   static var functions: fido_dev_io_t {
     fido_dev_io_t(open: openCallback, close: closeCallback, read: readCallback, write: writeCallback)
@@ -74,11 +67,8 @@ enum HidrawFIDOIO {
     }
   }
 
-  static let closeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { handle in
-    guard let handle else { return }
-    let h = Unmanaged<Handle>.fromOpaque(handle).takeRetainedValue()
-    close(h.fd)  // releases the lock
-  }
+  /// Closing the descriptor releases the lock.
+  static let closeCallback = FIDO2IO.closeCallback
 
   static let readCallback:
     @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, Int32) -> Int32 = {

@@ -17,14 +17,7 @@ import FoundationEssentials
 enum VirtualFIDOIO {
   typealias Context = FIDO2IO.Context
 
-  final class Handle {
-    let fd: Int32
-    let context: Context
-    init(fd: Int32, context: Context) {
-      self.fd = fd
-      self.context = context
-    }
-  }
+  typealias Handle = FIDO2IO.Handle
 
   static var functions: fido_dev_io_t {
     fido_dev_io_t(open: openCallback, close: closeCallback, read: readCallback, write: writeCallback)
@@ -37,11 +30,7 @@ enum VirtualFIDOIO {
     return Unmanaged.passRetained(Handle(fd: fd, context: context)).toOpaque()
   }
 
-  static let closeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { handle in
-    guard let handle else { return }
-    let h = Unmanaged<Handle>.fromOpaque(handle).takeRetainedValue()
-    close(h.fd)
-  }
+  static let closeCallback = FIDO2IO.closeCallback
 
   static let readCallback:
     @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt8>?, Int, Int32) -> Int32 = {
