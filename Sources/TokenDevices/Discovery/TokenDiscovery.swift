@@ -176,11 +176,10 @@ public struct TokenDiscovery {
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
   /// started before PC/SC discovery and collected after it, so one silent key delays nothing but itself and
   /// is reported as `.noAnswer`. Trace lines are collected per key and replayed in order by `collect`.
-  func startFIDO2Probes() -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
-    let deadlines = fido2Deadlines
-    let tracing = trace != nil
-    let details = details
-    let refs = FIDO2Session.list(virtualPaths: virtualFIDO2Paths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
+  static func startFIDO2Probes(
+    virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool
+  ) -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
+    let refs = FIDO2Session.list(virtualPaths: virtualPaths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     return refs.map { ref in
       let outcome = ProbeOutcome()
       POSIXThread.start {
@@ -262,11 +261,27 @@ public struct TokenDiscovery {
     var result = DiscoveryResult()
     // No libfido2: PIV cards still work; its absence matters only when no card was found either. No key
     // possible (no FIDO hidraw node, no virtual key): libfido2 is not even loaded.
-    var fido2Missing: TokenError?
+    //
+    // The FIDO2 side runs beside the PC/SC side: loading libfido2 (and libcrypto with it) alone takes 0.85 ms,
+    // then each key has a probe thread of its own. PC/SC needs only how many keys to expect (for a lone card's
+    // `detailed`), which sysfs and the virtual key list tell without libfido2.
     let lookForKeys = includeFIDO2 && FIDO2Session.keysPossible(virtualPaths: virtualFIDO2Paths)
-    if lookForKeys { do { try FIDO2Session.loadLibrary() } catch { fido2Missing = error } }
-    let probes = lookForKeys && fido2Missing == nil ? startFIDO2Probes() : []
-    let pcscError = discoverPCSC(into: &result, otherTokens: probes.count)
+    typealias FIDO2Side = (probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)], missing: TokenError?)
+    let fido2Side = Handover<FIDO2Side>()
+    if lookForKeys {
+      let (paths, onlyID, deadlines) = (virtualFIDO2Paths, onlyID, fido2Deadlines)
+      let (tracing, details) = (trace != nil, details)
+      let side: @Sendable () -> FIDO2Side = {
+        do throws(TokenError) { try FIDO2Session.loadLibrary() } catch { return ([], error) }
+        let probes = Self.startFIDO2Probes(
+          virtualPaths: paths, onlyID: onlyID, deadlines: deadlines, tracing: tracing, details: details)
+        return (probes, nil)
+      }
+      if !POSIXThread.start({ fido2Side.put(side()) }) { fido2Side.put(side()) }
+    }
+    let expectedKeys = lookForKeys ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
+    let pcscError = discoverPCSC(into: &result, otherTokens: expectedKeys)
+    let (probes, fido2Missing) = lookForKeys ? fido2Side.wait() : ([], nil)
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.

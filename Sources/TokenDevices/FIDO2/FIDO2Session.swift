@@ -112,6 +112,13 @@ public final class FIDO2Session {
     !virtualSockets.isEmpty || HIDReportDescriptor.anyFIDONode()
   }
 
+  /// How many keys `list` will name, told without libfido2: the virtual keys plus the hidraw nodes whose report
+  /// descriptor declares the FIDO usage page (our test is a superset of libfido2's, so this may count one more,
+  /// never fewer). Discovery's PC/SC side needs it while the FIDO2 side is still loading the library.
+  public static func expectedKeys(virtualPaths: [String]? = nil) -> Int {
+    virtualSockets(virtualPaths).count + HIDReportDescriptor.fidoNodeCount()
+  }
+
   /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
   /// (socket paths separated by `:`). None when no key is possible (`keysPossible`: libfido2 is then not
   /// loaded) or libfido2 cannot be loaded (`loadLibrary` says why).

@@ -32,11 +32,16 @@ public enum HIDReportDescriptor {
   /// Whether any hidraw node under `sys` declares the FIDO usage page: where none does, libfido2 (whose Linux
   /// manifest enumerates hidraw nodes only) finds no key, and a command need not load it to learn that.
   public static func anyFIDONode(sys: String = "/sys") -> Bool {
-    let names = Directory.names("\(sys)/class/hidraw") ?? []
-    return names.contains { name in
-      SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor").map(declaresFIDOUsagePage)
-        ?? false
-    }
+    (Directory.names("\(sys)/class/hidraw") ?? []).contains { isFIDONode($0, sys: sys) }
+  }
+
+  /// How many hidraw nodes under `sys` declare the FIDO usage page.
+  public static func fidoNodeCount(sys: String = "/sys") -> Int {
+    (Directory.names("\(sys)/class/hidraw") ?? []).filter { isFIDONode($0, sys: sys) }.count
+  }
+
+  static func isFIDONode(_ name: String, sys: String) -> Bool {
+    SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor").map(declaresFIDOUsagePage) ?? false
   }
 
   /// The input and output report lengths in bytes (Report Size × Report Count / 8 at the last Input and Output
