@@ -67,7 +67,9 @@ public struct UAFEnvironment {
     }
     guard let id else {
       var notUsable: [String: [String]] = [:]
-      for u in result.unusableCards { notUsable[displayable(u.reader), default: []].append(ErrorReport.unusable(u.reason)) }
+      for u in result.unusableCards {
+        notUsable[displayable(u.reader), default: []].append(ErrorReport.unusable(u.reason))
+      }
       for r in result.emptyReaders { notUsable[displayable(r), default: []].append("no card in this reader") }
       if let p = result.pcscProblem { notUsable["smart cards", default: []].append(ErrorReport.smartCard(p).message) }
       if let p = result.fido2Problem { notUsable["FIDO2 keys", default: []].append(ErrorReport.token(p).message) }
