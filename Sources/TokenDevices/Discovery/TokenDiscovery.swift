@@ -265,7 +265,8 @@ public struct TokenDiscovery {
     // The FIDO2 side runs beside the PC/SC side: loading libfido2 (and libcrypto with it) alone takes 0.85 ms,
     // then each key has a probe thread of its own. PC/SC needs only how many keys to expect (for a lone card's
     // `detailed`), which sysfs and the virtual key list tell without libfido2.
-    let lookForKeys = includeFIDO2 && FIDO2Session.keysPossible(virtualPaths: virtualFIDO2Paths)
+    let expectedKeys = includeFIDO2 ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
+    let lookForKeys = expectedKeys > 0  // `keysPossible`, from the same one look at sysfs
     typealias FIDO2Side = (probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)], missing: TokenError?)
     let fido2Side = Handover<FIDO2Side>()
     if lookForKeys {
@@ -279,7 +280,6 @@ public struct TokenDiscovery {
       }
       if !POSIXThread.start({ fido2Side.put(side()) }) { fido2Side.put(side()) }
     }
-    let expectedKeys = lookForKeys ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
     let pcscError = discoverPCSC(into: &result, otherTokens: expectedKeys)
     let (probes, fido2Missing) = lookForKeys ? fido2Side.wait() : ([], nil)
     collect(probes, into: &result)
