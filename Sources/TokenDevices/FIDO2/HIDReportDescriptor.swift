@@ -8,25 +8,31 @@ public enum HIDReportDescriptor {
   /// A Usage Page item (global, tag 0) with the value 0xF1D0 anywhere among the short items; long items are
   /// skipped, a truncated item ends the walk.
   public static func declaresFIDOUsagePage(_ descriptor: some Collection<UInt8>) -> Bool {
+    shortItems(descriptor).items.contains { $0.tag == 0x04 && $0.value == 0xF1D0 }
+  }
+
+  /// The short items in order: the prefix byte without its size bits (tag and type), and the little-endian value
+  /// of its 0, 1, 2 or 4 data bytes. Long items are skipped. A truncated item ends the walk: `complete` is false
+  /// and `items` holds those before it.
+  static func shortItems(_ descriptor: some Collection<UInt8>) -> (items: [(tag: UInt8, value: Int)], complete: Bool) {
     let b = Array(descriptor)
+    var items: [(tag: UInt8, value: Int)] = []
     var i = 0
     while i < b.count {
       let prefix = b[i]
       if prefix == 0xFE {  // long item: size, tag, data
-        guard i + 1 < b.count else { return false }
+        guard i + 1 < b.count else { return (items, false) }
         i += 3 + Int(b[i + 1])
         continue
       }
-      let size = [0, 1, 2, 4][Int(prefix & 0x03)]
-      guard i + 1 + size <= b.count else { return false }
-      if prefix & 0xFC == 0x04 {  // Usage Page: tag 0, type global
-        var value: UInt32 = 0
-        for k in 0..<size { value |= UInt32(b[i + 1 + k]) << (8 * k) }
-        if value == 0xF1D0 { return true }
-      }
-      i += 1 + size
+      let length = [0, 1, 2, 4][Int(prefix & 0x03)]
+      guard i + 1 + length <= b.count else { return (items, false) }
+      var value = 0
+      for k in 0..<length { value |= Int(b[i + 1 + k]) << (8 * k) }
+      items.append((prefix & 0xFC, value))
+      i += 1 + length
     }
-    return false
+    return (items, true)
   }
 
   /// Whether any hidraw node under `sys` declares the FIDO usage page: where none does, libfido2 (whose Linux
@@ -49,29 +55,18 @@ public enum HIDReportDescriptor {
   /// (hid.c `fido_hid_get_report_len`) reads only Report Count, assuming 8-bit fields; with custom I/O it frames
   /// 64-byte reports whatever the descriptor says, so a node with other lengths is refused (`FIDO2Session.open`).
   public static func reportLengths(_ descriptor: some Collection<UInt8>) -> (input: Int?, output: Int?)? {
-    let b = Array(descriptor)
-    var i = 0
+    let (items, complete) = shortItems(descriptor)
+    guard complete else { return nil }
     var (size, count) = (0, 0)
     var (input, output): (Int?, Int?) = (nil, nil)
-    while i < b.count {
-      let prefix = b[i]
-      if prefix == 0xFE {  // long item: size, tag, data
-        guard i + 1 < b.count else { return nil }
-        i += 3 + Int(b[i + 1])
-        continue
-      }
-      let length = [0, 1, 2, 4][Int(prefix & 0x03)]
-      guard i + 1 + length <= b.count else { return nil }
-      var value = 0
-      for k in 0..<length { value |= Int(b[i + 1 + k]) << (8 * k) }
-      switch prefix & 0xFC {
-      case 0x74: size = value  // Report Size (global)
-      case 0x94: count = value  // Report Count (global)
+    for item in items {
+      switch item.tag {
+      case 0x74: size = item.value  // Report Size (global)
+      case 0x94: count = item.value  // Report Count (global)
       case 0x80: input = size * count / 8  // Input (main)
       case 0x90: output = size * count / 8  // Output (main)
       default: break
       }
-      i += 1 + length
     }
     return (input, output)
   }
