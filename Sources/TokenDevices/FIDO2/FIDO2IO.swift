@@ -26,6 +26,17 @@ enum FIDO2IO {
     close(h.fd)
   }
 
+  /// Waits for the next report on `h` within libfido2's `ms` (the context's deadline when it passes none, -1);
+  /// false when none comes, with the context saying why (`timedOut`, or `peerGone` when the descriptor failed).
+  static func awaitReport(_ h: Handle, ms: Int32) -> Bool {
+    switch waitReadable(h.fd, limitMs: ms < 0 ? h.context.readDeadlineMs : ms) {
+    case .readable: return true
+    case .timedOut: h.context.timedOut = true
+    case .failed: h.context.peerGone = true
+    }
+    return false
+  }
+
   /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
   /// callbacks run synchronously inside it), so it needs no lock. The one exception is CTAPHID_CANCEL, which
   /// `FIDO2Canceller` writes from another thread: a write of CANCEL touches no state here.

@@ -75,15 +75,7 @@ enum HidrawFIDOIO {
       handle, buf, len, ms in
       guard let handle, let buf, len == 64 else { return -1 }
       let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
-      switch FIDO2IO.waitReadable(h.fd, limitMs: ms < 0 ? h.context.readDeadlineMs : ms) {
-      case .readable: break
-      case .timedOut:
-        h.context.timedOut = true
-        return -1
-      case .failed:
-        h.context.peerGone = true
-        return -1
-      }
+      guard FIDO2IO.awaitReport(h, ms: ms) else { return -1 }
       var n: Int
       repeat { n = read(h.fd, buf, 64) } while n < 0 && errno == EINTR
       guard n == 64 else {

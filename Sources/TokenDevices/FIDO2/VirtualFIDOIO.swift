@@ -37,16 +37,7 @@ enum VirtualFIDOIO {
       handle, buf, len, ms in
       guard let handle, let buf, len >= 64 else { return -1 }
       let h = Unmanaged<Handle>.fromOpaque(handle).takeUnretainedValue()
-      let limit = ms < 0 ? h.context.readDeadlineMs : ms
-      switch FIDO2IO.waitReadable(h.fd, limitMs: limit) {
-      case .readable: break
-      case .timedOut:
-        h.context.timedOut = true
-        return -1
-      case .failed:
-        h.context.peerGone = true
-        return -1
-      }
+      guard FIDO2IO.awaitReport(h, ms: ms) else { return -1 }
       var n: Int
       repeat { n = recv(h.fd, buf, 64, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
       if n <= 0 { h.context.peerGone = true }
