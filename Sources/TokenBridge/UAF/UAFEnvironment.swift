@@ -67,12 +67,8 @@ public struct UAFEnvironment {
     }
     guard let id else {
       var notUsable: [String: [String]] = [:]
-      for u in result.unusableCards {
-        notUsable[displayable(u.reader), default: []].append(ErrorReport.unusable(u.reason))
-      }
+      for p in seenNotUsable(result) { notUsable[p.place, default: []].append(p.reason) }
       for r in result.emptyReaders { notUsable[displayable(r), default: []].append("no card in this reader") }
-      if let p = result.pcscProblem { notUsable["smart cards", default: []].append(ErrorReport.smartCard(p).message) }
-      if let p = result.fido2Problem { notUsable["FIDO2 keys", default: []].append(ErrorReport.token(p).message) }
       return UAFTokens(piv: result.found, fido2: result.fido2Found, notUsable: notUsable)
     }
     let piv = result.found.filter { $0.info.id == id }
@@ -184,10 +180,17 @@ public struct TokenListing: Sendable {
     tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
     emptyReaders = r.emptyReaders
     readerCount = r.readerCount
-    problems = r.unusableCards.map { "\(displayable($0.reader)): \(ErrorReport.unusable($0.reason))" }
-    if let p = r.pcscProblem { problems.append("smart cards: \(ErrorReport.smartCard(p).message)") }
-    if let p = r.fido2Problem { problems.append("FIDO2 keys: \(ErrorReport.token(p).message)") }
+    problems = seenNotUsable(r).map { "\($0.place): \($0.reason)" }
   }
+}
+
+/// What a discovery saw and could not use, each with where and why: unusable cards and keys (by reader or device),
+/// and PC/SC or libfido2 themselves when they failed beside tokens that were found.
+func seenNotUsable(_ r: DiscoveryResult) -> [(place: String, reason: String)] {
+  var out = r.unusableCards.map { (place: displayable($0.reader), reason: ErrorReport.unusable($0.reason)) }
+  if let p = r.pcscProblem { out.append(("smart cards", ErrorReport.smartCard(p).message)) }
+  if let p = r.fido2Problem { out.append(("FIDO2 keys", ErrorReport.token(p).message)) }
+  return out
 }
 
 /// Limits of `uaf process` input.
