@@ -105,7 +105,9 @@ public struct Program: Sendable {
 
   /// `run`, then exit with its status (stdio flushed).
   public func main(_ args: [String], report: (any Error) -> Int32) -> Never {
-    exit(run(args, report: report))
+    let status = run(args, report: report)
+    fflush(nil)
+    _exit(status)
   }
 }
 

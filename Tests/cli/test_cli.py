@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 
@@ -277,3 +279,48 @@ def test_exit_codes_are_documented_in_readme():
     for line in listed.splitlines():
         code, meaning = line.split("\t")
         assert re.search(rf"^\| {code} \| ", readme, re.M), f"exit code {code} ({meaning}) missing from README"
+
+
+def test_ctrl_c_while_a_script_feeds_the_pin(card):
+    """A --pin-fd command puts nothing on the terminal: its Ctrl-C handler is the plain first stage, which says so
+    and ends with 130 (as a shell does)."""
+    r, w = os.pipe()  # the PIN never comes
+    p = subprocess.Popen([TOKENBRIDGE, "pin", "change", "--pin-fd", str(r)], pass_fds=(r,), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(r)
+    try:
+        # It names the token and its tries, then waits for the PIN.
+        ready, _, _ = select.select([p.stderr], [], [], 20)
+        assert ready, "no word from tokenbridge"
+        assert "tries left" in p.stderr.readline()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        os.close(w)
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, (p.returncode, err)
+    assert "tokenbridge: interrupted" in err and "Traceback" not in err
+    assert pin_tries() == 3  # no PIN was sent
+
+
+def test_piv_commands_from_a_script_start_no_thread(card, tmp_path):
+    """A PIV command that prompts nowhere starts no thread: no dispatch source for Ctrl-C (it needs one only to put
+    a terminal back or cancel a touch), no FIDO2 probe when no key can be there (issue 12: a thread and
+    libdispatch's start-up were a tenth of a PIN change). strace counts the clone calls."""
+    trace = tmp_path / "clone.trace"
+    for args, pins in [(["pin", "status"], None), (["pin", "change"], ["123456", "24681357"]),
+                       (["pin", "change"], ["24681357", "123456"])]:
+        fds, extra = (), []
+        if pins:
+            r, w = os.pipe()
+            os.write(w, "".join(p + "\n" for p in pins).encode())
+            os.close(w)
+            fds, extra = (r,), ["--pin-fd", str(r)]
+        p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=clone,clone3,vfork,fork", "-o", str(trace),
+                            TOKENBRIDGE, *args, *extra], pass_fds=fds, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=60)
+        for fd in fds:
+            os.close(fd)
+        assert p.returncode == 0, p.stderr
+        assert "clone" not in trace.read_text(), (args, trace.read_text())

@@ -7,10 +7,16 @@ import TokenBridge
   import Glibc
 #endif
 
-/// The one SIGINT handler of the program. SIGINT is delivered to a dispatch source (never to an async-signal
-/// context), which, in order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3);
-/// cancels a FIDO2 operation waiting for a touch (the command then ends as cancelled); else ends the program
-/// (130, as a shell does).
+/// The one SIGINT handler of the program, in two stages.
+/// - From the start of a command: a plain signal handler that says "interrupted" and ends the program (130, as a
+///   shell does). Nothing is to be put back then, and a handler this simple needs no thread: a command that
+///   never prompts on a terminal, never runs pinentry and never waits for a touch (a script's `--pin-fd` PIV
+///   command) starts no dispatch thread at all (issue 12: the thread and libdispatch's start-up were about a tenth
+///   of a PIV PIN change's CPU time, and a second thread makes every munmap/mprotect a cross-CPU TLB flush).
+/// - Once something is to be put back or cancelled (`arm()`: a prompt turns echo off, a pinentry dialog, tokens
+///   that wait for a touch): SIGINT goes to a dispatch source (never to an async-signal context), which, in
+///   order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3); cancels a FIDO2
+///   operation waiting for a touch (the command then ends as cancelled); else ends the program (130).
 final class Interrupts: Sendable {
   struct Echo {
     var fd: Int32
@@ -28,9 +34,12 @@ final class Interrupts: Sendable {
   /// it may reach the handler only after the dialog is over; it must not turn that into "interrupted" (130).
   let pinentryCancelled = Mutex(false)
 
-  static func install() { shared.installOnce() }
+  /// The first stage (see the type's comment).
+  static func install() { signal(SIGINT, interruptedBeforeArming) }
 
-  func installOnce() {
+  /// The second stage: from here on SIGINT goes to the dispatch source. Call it before the state it protects
+  /// exists (before echo goes off), so that no Ctrl-C falls between the two.
+  func arm() {
     source.withLock { s in
       guard s == nil else { return }
       signal(SIGINT, SIG_IGN)
@@ -58,14 +67,21 @@ final class Interrupts: Sendable {
   }
 
   /// The tokens of this command: Ctrl-C cancels what waits on them.
-  func cancel(with list: [Canceller]) { cancellers.withLock { $0 = list } }
+  func cancel(with list: [Canceller]) {
+    if !list.isEmpty { arm() }
+    cancellers.withLock { $0 = list }
+  }
 
-  /// A prompt turned echo off on `fd`: put `saved` back if interrupted.
-  func echoOff(fd: Int32, saved: termios) { echo.withLock { $0 = Echo(fd: fd, saved: saved) } }
+  /// A prompt is turning echo off on `fd`: put `saved` back if interrupted.
+  func echoOff(fd: Int32, saved: termios) {
+    arm()
+    echo.withLock { $0 = Echo(fd: fd, saved: saved) }
+  }
   func echoRestored() { echo.withLock { $0 = nil } }
 
   /// Runs a pinentry dialog: Ctrl-C meanwhile is left to the pinentry.
   func duringPinentry<T>(_ body: () throws -> T) rethrows -> T {
+    arm()
     pinentryActive.withLock { $0 = true }
     defer { pinentryActive.withLock { $0 = false } }
     do {
@@ -75,4 +91,11 @@ final class Interrupts: Sendable {
       throw InteractionError.cancelled
     }
   }
+}
+
+/// The first stage's handler: async-signal-safe (write and _exit only).
+private func interruptedBeforeArming(_: Int32) {
+  let message: StaticString = "\ntokenbridge: interrupted\n"
+  _ = Glibc.write(2, message.utf8Start, message.utf8CodeUnitCount)
+  _exit(130)
 }
