@@ -1,15 +1,14 @@
 """Many tokens and much local data, for Tests/cli/test_scale.py and Tools/bench/scale (issue 12, item 5).
 
-Runs inside Tools/with-pcscd. The issue asks for 8 virtual cards + 4 virtual keys; Debian's vpcd (vsmartcard 0.8)
-gives one pcscd two card readers only (`vicc_max_slots` is 2, fixed at its build, and its per-slot state is
-indexed by slot alone, so a second vpcd entry in reader.conf takes over the first one's readers: tried, no card
-is seen at all then). So 12 tokens here are 2 virtual cards (both vpcd readers) + 10 virtual FIDO2 keys; 8 cards
-need the token lab (virtual CCID devices over USB/IP) or a vpcd built with more slots.
+Runs inside `Tools/with-pcscd --readers 8`: the issue's 8 virtual cards + 4 virtual FIDO2 keys. Debian's vpcd
+gives one driver entry two readers and keeps their state in the driver's globals; with-pcscd gives each further
+pair of readers its own copy of the driver (see there), so one pcscd serves eight virtual cards.
 Virtual cards and keys are real `virtual-token` processes; the 10,000 registrations are rows in the real
 local-data database (made by tokenbridge itself, then filled with sqlite3 in one transaction: registering 10,000
 times through a relying party would take an hour and test nothing more about listing them).
 
-    python3 Tests/cli/scale_fixture.py check   prints {"tokens": [...ids], "accounts": [...]} as JSON
+    Tools/with-pcscd --readers 8 -- python3 Tests/cli/scale_fixture.py check
+        prints {"tokens": [...ids], "accounts": [...]} as JSON
 """
 import json
 import os
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
 TOKENBRIDGE = str(BIN / "tokenbridge")
 VIRTUAL_TOKEN = str(BIN / "virtual-token")
-CARDS, KEYS, ACCOUNTS = 2, 10, 10_000
+CARDS, KEYS, ACCOUNTS = 8, 4, 10_000
 
 
 def reader_has_card(slot):
