@@ -17,17 +17,27 @@ public final class PCSCContext {
 
   deinit { SCardReleaseContext(handle) }
 
-  /// Names of the readers pcscd knows; empty when there are none.
+  /// Names of the readers pcscd knows; empty when there are none. One call (one round trip to pcscd) into a buffer
+  /// that holds what pcsc-lite can list (16 readers of at most 128 bytes each); the usual size query first costs
+  /// a second round trip (each `SCardListReaders` fetches every reader's state from pcscd). A PC/SC layer with
+  /// more to say answers "insufficient buffer" and the size query follows.
   public func readers() throws(SmartCardError) -> [String] {
-    var len: DWORD = 0
-    var rv = SCardListReaders(handle, nil, nil, &len)
-    if PCSCStatus(rv) == .noReadersAvailable { return [] }
-    try Self.check(rv, "SCardListReaders")
+    var len = DWORD(4096)
     var buf = [CChar](repeating: 0, count: Int(len))
-    rv = SCardListReaders(handle, nil, &buf, &len)
+    var rv = SCardListReaders(handle, nil, &buf, &len)
+    if PCSCStatus(rv) == .insufficientBuffer {
+      len = 0
+      rv = SCardListReaders(handle, nil, nil, &len)
+      if PCSCStatus(rv) == .noReadersAvailable { return [] }
+      try Self.check(rv, "SCardListReaders")
+      buf = [CChar](repeating: 0, count: Int(len))
+      rv = SCardListReaders(handle, nil, &buf, &len)
+    }
     if PCSCStatus(rv) == .noReadersAvailable { return [] }
     try Self.check(rv, "SCardListReaders")
-    return buf.split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+    return buf.prefix(Int(len)).split(separator: 0).map {
+      String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
   }
 
   /// The states of `readers` in one `SCardGetStatusChange` (one round trip to pcscd for all of them).
