@@ -87,7 +87,13 @@ public final class CTAPHIDEngine: @unchecked Sendable {
 
     func handle(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
       if engine.logRequests {
-        let sub = cmd == 0x90 ? String(format: " ctap=0x%02x", data.first ?? 0) : ""
+        var sub = cmd == 0x90 ? String(format: " ctap=0x%02x", data.first ?? 0) : ""
+        // clientPIN's subCommand (key 2), so a benchmark can tell getPINRetries (0x01) from the others.
+        if cmd == 0x90, data.first == 0x06, let p = try? CBOR.decode(Array(data.dropFirst())),
+          let subCommand = p[int: 2]?.int
+        {
+          sub += String(format: " clientPIN=0x%02x", subCommand)
+        }
         engine.log(String(format: "request cmd=0x%02x", cmd) + sub)
       }
       if cmd == 0x86 {  // INIT
