@@ -47,7 +47,9 @@ let package = Package(
       ]),
     // The CLI's command-line parser: declarative specs, no reflection (issue 12). Swift stdlib and Glibc only.
     .target(name: "CommandLineCore"),
-    .executableTarget(name: "tokenbridge", dependencies: ["TokenBridge", "CommandLineCore"]),
+    // The command line for the Swift runtime without its /proc/self/maps scan (issue 12; see start_args.c).
+    .target(name: "CStartArgs"),
+    .executableTarget(name: "tokenbridge", dependencies: ["TokenBridge", "CommandLineCore", "CStartArgs"]),
 
     // Simulators: implement the public specs, share no code with the client.
     .target(
