@@ -35,6 +35,21 @@ import UAFCore
     #expect(shown("a\u{A0}b") == "a\u{A0}b")
   }
 
+  /// Printable ASCII takes a fast path (issue 12): it must agree with the scalar-by-scalar one on every byte.
+  @Test func everyAsciiByteAloneAndInTextIsShownAsBefore() {
+    for b in UInt8(0)...0x7F {
+      let s = String(decoding: [0x61, b, 0x62], as: UTF8.self)
+      let expected: String
+      switch b {
+      case 0x5C: expected = #"a\\b"#
+      case 0x20...0x7E: expected = s
+      default: expected = #"a\u{"# + String(b, radix: 16, uppercase: true) + "}b"
+      }
+      #expect(shown(s) == expected, "byte \(b)")
+    }
+    #expect(shown("PIV card in Virtual PCD 00 00 (piv-5000000)") == "PIV card in Virtual PCD 00 00 (piv-5000000)")
+  }
+
   @Test func csiSequenceBecomesVisibleText() {
     #expect(shown("\u{1B}[31mred\u{1B}[0m") == #"\u{1B}[31mred\u{1B}[0m"#)
     #expect(TransactionContent.sanitized("Pay 10 CHF\u{1B}[2J to Bob") == #"Pay 10 CHF\u{1B}[2J to Bob"#)

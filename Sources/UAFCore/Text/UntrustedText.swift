@@ -34,6 +34,8 @@ public enum UntrustedText {
   /// `text` with everything a terminal would interpret, and every invisible or reordering character, shown
   /// as a visible escape (see the type's documentation).
   public static func displayable(_ text: String, layout: Layout = .singleLine) -> String {
+    // Printable ASCII without a backslash needs nothing (most text; the Unicode property look-up below is not free).
+    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) { return text }
     var out = String.UnicodeScalarView()
     for scalar in text.unicodeScalars {
       if scalar == "\\" {
@@ -52,7 +54,7 @@ public enum UntrustedText {
     switch scalar.value {
     case 0x0A, 0x09: return layout == .singleLine
     case 0x00...0x1F, 0x7F...0x9F: return true
-    case 0x200C, 0x200D: return false
+    case 0x20...0x7E, 0x200C, 0x200D: return false
     default:
       switch scalar.properties.generalCategory {
       case .format, .lineSeparator, .paragraphSeparator, .control, .surrogate: return true
