@@ -1,0 +1,294 @@
+/// JSON text of an `Encodable` value, byte for byte as FoundationEssentials' `JSONEncoder` writes it with
+/// `[.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]`: two-space indent, `"key" : value`, keys in UTF-8 byte
+/// order, `[`/`{` then an empty line for an empty array/object, `"` `\` and control characters escaped (`\n`,
+/// `\t`, `\r`, `\b`, `\f`, else `\u00xx`), everything else (DEL, non-ASCII) as it is.
+///
+/// Why not `JSONEncoder` itself (issue 12): it checks every value against the types it encodes its own way
+/// (`Date`, `Data`, `URL`, `Decimal`, string-keyed dictionaries) with dynamic casts, and each first cast of a
+/// type scans the binary's protocol-conformance records. In a short-lived CLI every cast is a first one: one
+/// token's `tokens --json` spent 693K of its 1.75M instructions in the encoder (callgrind). This encoder casts
+/// nothing: the types a caller names as `unsupported` (metatype comparison), floating-point numbers, and anything
+/// else it does not write the way `JSONEncoder` does throw `Unsupported`, and the caller falls back to
+/// `JSONEncoder` for that value.
+public enum JSONText {
+  public struct Unsupported: Error {}
+
+  public static func encode<T: Encodable>(_ value: T, unsupported: [Any.Type] = []) throws -> String {
+    let context = Context(unsupported: unsupported.map(ObjectIdentifier.init))
+    let root = try context.node(for: value)
+    var out = ""
+    write(root, indent: 0, into: &out)
+    return out
+  }
+
+  // MARK: - The value tree
+
+  final class Node {
+    enum Kind {
+      case unset
+      case null
+      case literal(String)  // true, false, an integer
+      case string(String)
+      case array([Node])
+      case object([String: Node])
+    }
+    var kind: Kind = .unset
+  }
+
+  final class Context {
+    let unsupported: [ObjectIdentifier]
+    init(unsupported: [ObjectIdentifier]) { self.unsupported = unsupported }
+
+    func node<T: Encodable>(for value: T) throws -> Node {
+      if unsupported.contains(ObjectIdentifier(T.self)) { throw Unsupported() }
+      let node = Node()
+      try value.encode(to: NodeEncoder(node: node, context: self, codingPath: []))
+      if case .unset = node.kind { node.kind = .object([:]) }  // encoded nothing: JSONEncoder writes {}
+      return node
+    }
+  }
+
+  // MARK: - Writing
+
+  static func write(_ node: Node, indent: Int, into out: inout String) {
+    switch node.kind {
+    case .unset, .null: out += "null"
+    case .literal(let s): out += s
+    case .string(let s): writeString(s, into: &out)
+    case .array(let items):
+      out += "[\n"
+      if items.isEmpty {
+        out += "\n"
+      } else {
+        for (i, item) in items.enumerated() {
+          pad(indent + 2, &out)
+          write(item, indent: indent + 2, into: &out)
+          out += i == items.count - 1 ? "\n" : ",\n"
+        }
+      }
+      pad(indent, &out)
+      out += "]"
+    case .object(let fields):
+      out += "{\n"
+      if fields.isEmpty {
+        out += "\n"
+      } else {
+        let keys = fields.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for (i, key) in keys.enumerated() {
+          pad(indent + 2, &out)
+          writeString(key, into: &out)
+          out += " : "
+          write(fields[key]!, indent: indent + 2, into: &out)
+          out += i == keys.count - 1 ? "\n" : ",\n"
+        }
+      }
+      pad(indent, &out)
+      out += "}"
+    }
+  }
+
+  static func pad(_ n: Int, _ out: inout String) {
+    for _ in 0..<n { out += " " }
+  }
+
+  static func writeString(_ s: String, into out: inout String) {
+    out += "\""
+    for scalar in s.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\t": out += "\\t"
+      case "\r": out += "\\r"
+      case "\u{8}": out += "\\b"
+      case "\u{C}": out += "\\f"
+      case "\u{0}"..."\u{1F}":
+        let hex = String(scalar.value, radix: 16)
+        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+      default: out.unicodeScalars.append(scalar)
+      }
+    }
+    out += "\""
+  }
+
+  // MARK: - Encoder
+
+  struct NodeEncoder: Encoder {
+    let node: Node
+    let context: Context
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+      if case .object = node.kind {} else { node.kind = .object([:]) }
+      return KeyedEncodingContainer(Keyed<Key>(node: node, context: context, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+      if case .array = node.kind {} else { node.kind = .array([]) }
+      return Unkeyed(node: node, context: context, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+      Single(node: node, context: context, codingPath: codingPath)
+    }
+  }
+
+  struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let node: Node
+    let context: Context
+    let codingPath: [any CodingKey]
+
+    func set(_ key: Key, _ child: Node) {
+      guard case .object(var fields) = node.kind else { return }
+      node.kind = .unset  // let `fields` be uniquely referenced while it changes
+      fields[key.stringValue] = child
+      node.kind = .object(fields)
+    }
+
+    func leaf(_ kind: Node.Kind, _ key: Key) {
+      let child = Node()
+      child.kind = kind
+      set(key, child)
+    }
+
+    mutating func encodeNil(forKey key: Key) throws { leaf(.null, key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: String, forKey key: Key) throws { leaf(.string(value), key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { throw Unsupported() }
+    mutating func encode(_ value: Float, forKey key: Key) throws { throw Unsupported() }
+    mutating func encode(_ value: Int, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { leaf(.literal(String(value)), key) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+      set(key, try context.node(for: value))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+      -> KeyedEncodingContainer<NestedKey>
+    {
+      let child = Node()
+      child.kind = .object([:])
+      set(key, child)
+      return KeyedEncodingContainer(
+        Keyed<NestedKey>(node: child, context: context, codingPath: codingPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+      let child = Node()
+      child.kind = .array([])
+      set(key, child)
+      return Unkeyed(node: child, context: context, codingPath: codingPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(named: "super") }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(named: key.stringValue) }
+
+    func superEncoder(named name: String) -> any Encoder {
+      let child = Node()
+      guard case .object(var fields) = node.kind else {
+        return NodeEncoder(node: child, context: context, codingPath: codingPath)
+      }
+      node.kind = .unset
+      fields[name] = child
+      node.kind = .object(fields)
+      return NodeEncoder(node: child, context: context, codingPath: codingPath)
+    }
+  }
+
+  struct Unkeyed: UnkeyedEncodingContainer {
+    let node: Node
+    let context: Context
+    let codingPath: [any CodingKey]
+
+    var count: Int {
+      if case .array(let items) = node.kind { return items.count }
+      return 0
+    }
+
+    func append(_ child: Node) {
+      guard case .array(var items) = node.kind else { return }
+      node.kind = .unset
+      items.append(child)
+      node.kind = .array(items)
+    }
+
+    func leaf(_ kind: Node.Kind) {
+      let child = Node()
+      child.kind = kind
+      append(child)
+    }
+
+    mutating func encodeNil() throws { leaf(.null) }
+    mutating func encode(_ value: Bool) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: String) throws { leaf(.string(value)) }
+    mutating func encode(_ value: Double) throws { throw Unsupported() }
+    mutating func encode(_ value: Float) throws { throw Unsupported() }
+    mutating func encode(_ value: Int) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: Int8) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: Int16) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: Int32) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: Int64) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: UInt) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: UInt8) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: UInt16) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: UInt32) throws { leaf(.literal(String(value))) }
+    mutating func encode(_ value: UInt64) throws { leaf(.literal(String(value))) }
+    mutating func encode<T: Encodable>(_ value: T) throws { append(try context.node(for: value)) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type)
+      -> KeyedEncodingContainer<NestedKey>
+    {
+      let child = Node()
+      child.kind = .object([:])
+      append(child)
+      return KeyedEncodingContainer(Keyed<NestedKey>(node: child, context: context, codingPath: codingPath))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+      let child = Node()
+      child.kind = .array([])
+      append(child)
+      return Unkeyed(node: child, context: context, codingPath: codingPath)
+    }
+
+    mutating func superEncoder() -> any Encoder {
+      let child = Node()
+      append(child)
+      return NodeEncoder(node: child, context: context, codingPath: codingPath)
+    }
+  }
+
+  struct Single: SingleValueEncodingContainer {
+    let node: Node
+    let context: Context
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws { node.kind = .null }
+    mutating func encode(_ value: Bool) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: String) throws { node.kind = .string(value) }
+    mutating func encode(_ value: Double) throws { throw Unsupported() }
+    mutating func encode(_ value: Float) throws { throw Unsupported() }
+    mutating func encode(_ value: Int) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: Int8) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: Int16) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: Int32) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: Int64) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: UInt) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: UInt8) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: UInt16) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: UInt32) throws { node.kind = .literal(String(value)) }
+    mutating func encode(_ value: UInt64) throws { node.kind = .literal(String(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+      let inner = try context.node(for: value)
+      node.kind = inner.kind
+    }
+  }
+}
