@@ -286,43 +286,12 @@ extension Account {
     out.reserveCapacity(accounts.count * 80)
     for (i, a) in accounts.enumerated() {
       out += "  {\n    \"server\" : "
-      appendJSONString(a.server, to: &out)
+      JSONText.writeString(a.server, into: &out)
       out += ",\n    \"username\" : "
-      appendJSONString(a.username, to: &out)
+      JSONText.writeString(a.username, into: &out)
       out += i == accounts.count - 1 ? "\n  }\n" : "\n  },\n"
     }
     out += "]"
     return out
-  }
-
-  /// A JSON string as JSONEncoder writes it without escaping slashes: quote, backslash and control characters
-  /// escaped, everything else as is.
-  static func appendJSONString(_ s: String, to out: inout String) {
-    out += "\""
-    var plain = true
-    for b in s.utf8 where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") {
-      plain = false
-      break
-    }
-    if plain {
-      out += s
-    } else {
-      for c in s.unicodeScalars {
-        switch c {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\u{08}": out += "\\b"
-        case "\u{0C}": out += "\\f"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case "\u{00}"..."\u{1F}":
-          let hex = String(c.value, radix: 16)
-          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(c)
-        }
-      }
-    }
-    out += "\""
   }
 }

@@ -1,4 +1,3 @@
-import CommandLineCore
 import FoundationEssentials
 import TokenBridge
 

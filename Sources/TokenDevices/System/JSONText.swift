@@ -91,8 +91,15 @@ public enum JSONText {
     for _ in 0..<n { out += " " }
   }
 
-  static func writeString(_ s: String, into out: inout String) {
+  /// A JSON string as `JSONEncoder` writes it without escaping slashes: quote, backslash and control characters
+  /// escaped, everything else as it is (also `Account.json`'s, which writes its 10,000 rows without a tree).
+  public static func writeString(_ s: String, into out: inout String) {
     out += "\""
+    if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+      out += s
+      out += "\""
+      return
+    }
     for scalar in s.unicodeScalars {
       switch scalar {
       case "\"": out += "\\\""
