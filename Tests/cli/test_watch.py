@@ -181,3 +181,25 @@ def test_wait_times_out_with_exit_14_and_without_wait_fails_at_once():
     r = tb("pin", "status")
     assert r.returncode == 4, r.stderr
     assert "insert" not in r.stderr
+
+
+def test_tokens_wait_lists_the_card_once_it_is_inserted(cards):
+    """`tokens --wait` waits for a token like the other token commands (it used to ignore --wait and print "No token
+    found.")."""
+    p = subprocess.Popen([TOKENBRIDGE, "tokens", "--json", "--wait", "--timeout", "60"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+    assert p.stderr.readline() == "tokenbridge: insert your token (waiting up to 60 s)…\n"
+    assert p.poll() is None  # waiting, not failing
+    cards(serial=5000078)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert [t["id"] for t in json.loads(out)] == ["piv-5000078"], out
+
+
+def test_tokens_wait_for_a_named_token_and_timeout(cards):
+    cards(serial=5000000)
+    r = tb("tokens", "--token", "piv-5000102", "--wait", "--timeout", "1")
+    assert r.returncode == 14, r.stderr
+    assert r.stderr.startswith("tokenbridge: insert the token piv-5000102 (waiting up to 1 s)…\n"), r.stderr
+    r = tb("tokens", "--wait", "--timeout", "1")  # a token is there: listed at once
+    assert r.returncode == 0 and "piv-5000000" in r.stdout and "insert" not in r.stderr, r.stderr

@@ -174,10 +174,22 @@ public struct TokenListing: Sendable {
   /// libfido2 problem when smart cards were found.
   public var problems: [String]
 
-  public init(trace: TraceSink?) throws(OperationError) {
-    let r: DiscoveryResult
-    do { r = try TokenDiscovery(trace: trace).discover() } catch { throw .token(error) }
-    tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
+  /// With `wait` (`--wait`): while no token is there (or not `id`, the one `--token` names), waits for one to
+  /// arrive, as the other token commands do; the listing then shows every token present.
+  public init(trace: TraceSink?, wait: TokenWait? = nil, id: String? = nil) throws(OperationError) {
+    let (r, tokens) = try wait.run(id: id) { () throws(OperationError) -> (DiscoveryResult, [TokenInfo]) in
+      let r: DiscoveryResult
+      do throws(TokenError) { r = try TokenDiscovery(trace: trace).discover() } catch { throw .token(error) }
+      let tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
+      if wait != nil {
+        if let id, !tokens.contains(where: { $0.id == id || $0.ids?.contains(id) == true }) {
+          throw .tokenNotFound(id, available: tokens)
+        }
+        if tokens.isEmpty { throw .noToken(readers: r.readerCount, emptyReaders: r.emptyReaders, unusable: []) }
+      }
+      return (r, tokens)
+    }
+    self.tokens = tokens
     emptyReaders = r.emptyReaders
     readerCount = r.readerCount
     problems = seenNotUsable(r).map { "\($0.place): \($0.reason)" }

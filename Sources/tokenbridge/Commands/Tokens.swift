@@ -12,7 +12,7 @@ struct Tokens: CLICommand {
 
   func run() throws {
     try options.execute {
-      let listing = try TokenListing(trace: options.traceSink)
+      let listing = try TokenListing(trace: options.traceSink, wait: options.tokenWait, id: options.token)
       if options.json {
         print(Render.json(listing.tokens))
         return
