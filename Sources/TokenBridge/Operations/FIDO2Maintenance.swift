@@ -96,7 +96,11 @@ public struct FIDO2Maintenance {
   public static func report(_ key: DiscoveredFIDO2) throws(OperationError) -> FIDO2KeyReport {
     let info: FIDO2Info
     do { info = try key.session.info() } catch { throw .token(error) }
-    let retries = info.supportsPIN ? try? key.session.pinRetries() : nil
+    // Discovery read the tries a moment ago when a PIN is set (`key.info.pin`); ask again only for a key with PIN
+    // support and no PIN, whose count discovery did not read.
+    let retries =
+      info.pinIsSet && key.info.pin?.retriesLeft != nil
+      ? key.info.pin?.retriesLeft : info.supportsPIN ? try? key.session.pinRetries() : nil
     return FIDO2KeyReport(
       token: key.info.id, name: key.info.name, path: key.info.reader, aaguid: info.aaguid, versions: info.versions,
       extensions: info.extensions, options: info.options, pinProtocols: info.pinProtocols,
