@@ -35,17 +35,13 @@ struct HIDReportDescriptorTests {
   }
 
   @Test func nodesAreReadFromSysfs() throws {
-    let sys = FileManager.default.temporaryDirectory.appendingPathComponent("sys-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: sys) }
-    func node(_ name: String, _ bytes: [UInt8]) throws {
-      let dir = "\(sys)/class/hidraw/\(name)/device"
-      try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-      try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/report_descriptor"))
-    }
+    let fake = FakeSysfs()
+    defer { fake.remove() }
+    let sys = fake.path
     #expect(!HIDReportDescriptor.anyFIDONode(sys: sys))  // no hidraw class at all
-    try node("hidraw0", Self.keyboard)
+    try fake.hidraw("hidraw0", Self.keyboard)
     #expect(!HIDReportDescriptor.anyFIDONode(sys: sys))
-    try node("hidraw1", Self.ctaphid)
+    try fake.hidraw("hidraw1", Self.ctaphid)
     #expect(HIDReportDescriptor.anyFIDONode(sys: sys))
   }
 }

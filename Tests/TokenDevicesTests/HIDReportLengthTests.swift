@@ -28,15 +28,11 @@ struct HIDReportLengthTests {
   }
 
   @Test func aNodeWithOtherReportLengthsIsRefused() throws {
-    let sys = FileManager.default.temporaryDirectory.appendingPathComponent("sys-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: sys) }
-    func node(_ name: String, _ bytes: [UInt8]) throws {
-      let dir = "\(sys)/class/hidraw/\(name)/device"
-      try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-      try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/report_descriptor"))
-    }
-    try node("hidraw0", Self.ctaphid())
-    try node("hidraw1", Self.ctaphid(input: 0x20, output: 0x20))
+    let fake = FakeSysfs()
+    defer { fake.remove() }
+    let sys = fake.path
+    try fake.hidraw("hidraw0", Self.ctaphid())
+    try fake.hidraw("hidraw1", Self.ctaphid(input: 0x20, output: 0x20))
     #expect(FIDO2Session.reportLengthRefusal("/dev/hidraw0", sys: sys) == nil)
     #expect(
       FIDO2Session.reportLengthRefusal("/dev/hidraw1", sys: sys)
