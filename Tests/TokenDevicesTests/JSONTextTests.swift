@@ -68,12 +68,12 @@ import TokenDevices
   }
 
   @Test func floatsAndUnsupportedTypesAreRefused() {
-    #expect(throws: JSONText.Unsupported.self) { try JSONText.encode(["d": 1.5]) }
-    #expect(throws: JSONText.Unsupported.self) { try JSONText.encode(Float(2)) }
-    #expect(throws: JSONText.Unsupported.self) {
+    #expect(throws: JSONText.Unsupported.floatingPoint) { try JSONText.encode(["d": 1.5]) }
+    #expect(throws: JSONText.Unsupported.floatingPoint) { try JSONText.encode(Float(2)) }
+    #expect(throws: JSONText.Unsupported.listedType) {
       try JSONText.encode(["when": Date(timeIntervalSince1970: 0)], unsupported: [Date.self])
     }
-    #expect(throws: JSONText.Unsupported.self) { try JSONText.encode([Data([1, 2])], unsupported: [Data.self]) }
+    #expect(throws: JSONText.Unsupported.listedType) { try JSONText.encode([Data([1, 2])], unsupported: [Data.self]) }
   }
 
   /// Knuth's MMIX linear congruential generator: seeded, so a failing string can be replayed.

@@ -11,7 +11,13 @@
 /// else it does not write the way `JSONEncoder` does throw `Unsupported`, and the caller falls back to
 /// `JSONEncoder` for that value.
 public enum JSONText {
-  public struct Unsupported: Error {}
+  /// Why a value was left to `JSONEncoder`.
+  public enum Unsupported: Error, Equatable {
+    /// A `Double` or `Float`: JSONEncoder's number formatting is not reproduced here.
+    case floatingPoint
+    /// A type the caller named in `unsupported` (e.g. `Date`, which JSONEncoder writes its own way).
+    case listedType
+  }
 
   public static func encode<T: Encodable>(_ value: T, unsupported: [Any.Type] = []) throws -> String {
     let context = Context(unsupported: unsupported.map(ObjectIdentifier.init))
@@ -40,7 +46,7 @@ public enum JSONText {
     init(unsupported: [ObjectIdentifier]) { self.unsupported = unsupported }
 
     func node<T: Encodable>(for value: T) throws -> Node {
-      if unsupported.contains(ObjectIdentifier(T.self)) { throw Unsupported() }
+      if unsupported.contains(ObjectIdentifier(T.self)) { throw Unsupported.listedType }
       let node = Node()
       try value.encode(to: NodeEncoder(node: node, context: self, codingPath: []))
       if case .unset = node.kind { node.kind = .object([:]) }  // encoded nothing: JSONEncoder writes {}
@@ -162,8 +168,8 @@ public enum JSONText {
     mutating func encodeNil(forKey key: Key) throws { leaf(.null, key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { leaf(.literal(String(value)), key) }
     mutating func encode(_ value: String, forKey key: Key) throws { leaf(.string(value), key) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { throw Unsupported() }
-    mutating func encode(_ value: Float, forKey key: Key) throws { throw Unsupported() }
+    mutating func encode(_ value: Double, forKey key: Key) throws { throw Unsupported.floatingPoint }
+    mutating func encode(_ value: Float, forKey key: Key) throws { throw Unsupported.floatingPoint }
     mutating func encode(_ value: Int, forKey key: Key) throws { leaf(.literal(String(value)), key) }
     mutating func encode(_ value: Int8, forKey key: Key) throws { leaf(.literal(String(value)), key) }
     mutating func encode(_ value: Int16, forKey key: Key) throws { leaf(.literal(String(value)), key) }
@@ -236,8 +242,8 @@ public enum JSONText {
     mutating func encodeNil() throws { leaf(.null) }
     mutating func encode(_ value: Bool) throws { leaf(.literal(String(value))) }
     mutating func encode(_ value: String) throws { leaf(.string(value)) }
-    mutating func encode(_ value: Double) throws { throw Unsupported() }
-    mutating func encode(_ value: Float) throws { throw Unsupported() }
+    mutating func encode(_ value: Double) throws { throw Unsupported.floatingPoint }
+    mutating func encode(_ value: Float) throws { throw Unsupported.floatingPoint }
     mutating func encode(_ value: Int) throws { leaf(.literal(String(value))) }
     mutating func encode(_ value: Int8) throws { leaf(.literal(String(value))) }
     mutating func encode(_ value: Int16) throws { leaf(.literal(String(value))) }
@@ -281,8 +287,8 @@ public enum JSONText {
     mutating func encodeNil() throws { node.kind = .null }
     mutating func encode(_ value: Bool) throws { node.kind = .literal(String(value)) }
     mutating func encode(_ value: String) throws { node.kind = .string(value) }
-    mutating func encode(_ value: Double) throws { throw Unsupported() }
-    mutating func encode(_ value: Float) throws { throw Unsupported() }
+    mutating func encode(_ value: Double) throws { throw Unsupported.floatingPoint }
+    mutating func encode(_ value: Float) throws { throw Unsupported.floatingPoint }
     mutating func encode(_ value: Int) throws { node.kind = .literal(String(value)) }
     mutating func encode(_ value: Int8) throws { node.kind = .literal(String(value)) }
     mutating func encode(_ value: Int16) throws { node.kind = .literal(String(value)) }
