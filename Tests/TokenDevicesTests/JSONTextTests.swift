@@ -67,6 +67,24 @@ import TokenDevices
     }
   }
 
+  struct EncodesNothing: Encodable { func encode(to encoder: any Encoder) throws {} }
+  struct HoldsNothing: Encodable {
+    var one = EncodesNothing()
+    var many = [EncodesNothing()]
+  }
+
+  @Test func aValueThatEncodesNothingIsAnEmptyObjectInsideAndRefusedAtTheTop() throws {
+    try same(HoldsNothing())
+    #expect(throws: JSONText.Unsupported.nothingEncoded) { try JSONText.encode(EncodesNothing()) }
+    // JSONEncoder refuses it too ("Top-level EncodesNothing did not encode any values").
+    #expect {
+      try foundation(EncodesNothing())
+    } throws: { error in
+      guard case EncodingError.invalidValue = error else { return false }
+      return true
+    }
+  }
+
   @Test func floatsAndUnsupportedTypesAreRefused() {
     #expect(throws: JSONText.Unsupported.floatingPoint) { try JSONText.encode(["d": 1.5]) }
     #expect(throws: JSONText.Unsupported.floatingPoint) { try JSONText.encode(Float(2)) }

@@ -17,11 +17,17 @@ public enum JSONText {
     case floatingPoint
     /// A type the caller named in `unsupported` (e.g. `Date`, which JSONEncoder writes its own way).
     case listedType
+    /// The value itself encoded nothing: JSONEncoder refuses that at the top level ("did not encode any values";
+    /// nested, it writes an empty object, as this encoder does).
+    case nothingEncoded
   }
 
   public static func encode<T: Encodable>(_ value: T, unsupported: [Any.Type] = []) throws -> String {
     let context = Context(unsupported: unsupported.map(ObjectIdentifier.init))
-    let root = try context.node(for: value)
+    if context.unsupported.contains(ObjectIdentifier(T.self)) { throw Unsupported.listedType }
+    let root = Node()
+    try value.encode(to: NodeEncoder(node: root, context: context, codingPath: []))
+    if case .unset = root.kind { throw Unsupported.nothingEncoded }
     var out = ""
     write(root, indent: 0, into: &out)
     return out
