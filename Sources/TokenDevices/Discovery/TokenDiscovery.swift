@@ -357,8 +357,7 @@ public struct TokenDiscovery {
     }
     // This thread probes too, through the context that listed the readers.
     while let i = take() { probeCard(i, context) }
-    let probes = zip(cards.map(\.reader), outcomes).map { ($0, $1) }
-    for (reader, outcome) in probes {
+    for ((reader, _), outcome) in zip(cards, outcomes) {
       let (probe, lines) = outcome.wait()
       for line in lines { trace?(line) }
       switch probe {
