@@ -282,16 +282,17 @@ extension Account {
   /// byte, written directly: with 10,000 accounts the encoder took a quarter of the command's time (issue 12).
   public static func json(_ accounts: [Account]) -> String {
     if accounts.isEmpty { return "[\n\n]" }
-    var out = "[\n"
+    var out: [UInt8] = []
     out.reserveCapacity(accounts.count * 80)
+    out.append(contentsOf: "[\n".utf8)
     for (i, a) in accounts.enumerated() {
-      out += "  {\n    \"server\" : "
+      out.append(contentsOf: "  {\n    \"server\" : ".utf8)
       JSONText.writeString(a.server, into: &out)
-      out += ",\n    \"username\" : "
+      out.append(contentsOf: ",\n    \"username\" : ".utf8)
       JSONText.writeString(a.username, into: &out)
-      out += i == accounts.count - 1 ? "\n  }\n" : "\n  },\n"
+      out.append(contentsOf: (i == accounts.count - 1 ? "\n  }\n" : "\n  },\n").utf8)
     }
-    out += "]"
-    return out
+    out.append(UInt8(ascii: "]"))
+    return String(decoding: out, as: UTF8.self)
   }
 }
