@@ -325,6 +325,9 @@ extension TokenSelection {
     let result: DiscoveryResult
     do { result = try discovery.discover() } catch { throw .token(error) }
     let keys = result.fido2Found
+    // No key usable because libfido2 cannot be loaded: that is the error, not "no token" (a card was found, so
+    // discovery kept the problem aside instead of throwing it).
+    if keys.isEmpty, let problem = result.fido2Problem { throw .token(problem) }
     if let id {
       if let hit = keys.first(where: { $0.info.id == id }) { return hit }
       if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }

@@ -179,7 +179,11 @@ public struct TokenListing: Sendable {
   public init(trace: TraceSink?, wait: TokenWait? = nil, id: String? = nil) throws(OperationError) {
     let (r, tokens) = try wait.run(id: id) { () throws(OperationError) -> (DiscoveryResult, [TokenInfo]) in
       let r: DiscoveryResult
-      do throws(TokenError) { r = try TokenDiscovery(trace: trace).discover() } catch { throw .token(error) }
+      // A listing keeps no session (`TokenDiscovery.sessions`): cards are let go by the threads that read them, and
+      // keys are read over our own CTAPHID, without loading libfido2.
+      var discovery = TokenDiscovery(trace: trace)
+      discovery.sessions = false
+      do throws(TokenError) { r = try discovery.discover() } catch { throw .token(error) }
       let tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
       if wait != nil {
         if let id, !tokens.contains(where: { $0.id == id || $0.ids?.contains(id) == true }) {

@@ -98,7 +98,9 @@ final class Counter: @unchecked Sendable {
 public struct DiscoveryResult {
   public var found: [DiscoveredToken] = []
   public var fido2Found: [DiscoveredFIDO2] = []
-  public var tokens: [TokenInfo] { found.map(\.info) + fido2Found.map(\.info) }
+  /// Tokens read for a listing, without a session (`TokenDiscovery.sessions` off): the cards, then the keys.
+  public var listed: [TokenInfo] = []
+  public var tokens: [TokenInfo] { found.map(\.info) + fido2Found.map(\.info) + listed }
   /// Readers without a card.
   public var emptyReaders: [String] = []
   /// Readers whose card has no PIV application, and FIDO2 keys that failed or did not answer (with the reason).
@@ -148,6 +150,12 @@ public struct TokenDiscovery {
   /// about one token does not wait for the others.
   public var onlyID: String?
 
+  /// Keep a session on each token for a command to use (`found`, `fido2Found`). Off, for a listing (`listed`):
+  /// each card's probing thread disconnects it once read (pcsc-lite's SCardDisconnect ends the transaction too:
+  /// one round trip, not two, and none left for the main thread), and each FIDO2 key is read over CTAPHID of our
+  /// own (`CTAPHIDChannel`: INIT, getInfo, its tries), so libfido2 (with libcrypto) is not loaded at all.
+  public var sessions = true
+
   /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
   public var fido2Deadlines: FIDO2Deadlines = .standard
 
@@ -161,6 +169,7 @@ public struct TokenDiscovery {
   /// What one FIDO2 probe found, handed from the probing thread to the caller.
   enum FIDO2Probe {
     case found(DiscoveredFIDO2)
+    case listed(TokenInfo)
     case unusable(UnusableToken)
   }
 
@@ -189,13 +198,20 @@ public struct TokenDiscovery {
   /// started before PC/SC discovery and collected after it, so one silent key delays nothing but itself and
   /// is reported as `.noAnswer`. Trace lines are collected per key and replayed in order by `collect`.
   static func startFIDO2Probes(
-    virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool
+    virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool,
+    sessions: Bool = true
   ) -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
-    let refs = FIDO2Session.list(virtualPaths: virtualPaths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
+    let all =
+      sessions
+      ? FIDO2Session.list(virtualPaths: virtualPaths) : FIDO2Session.listWithoutLibrary(virtualPaths: virtualPaths)
+    let refs = all.filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     return refs.map { ref in
       let outcome = ProbeOutcome()
       POSIXThread.start {
-        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details))
+        outcome.put(
+          sessions
+            ? Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details)
+            : Self.listProbe(ref, deadlines: deadlines, tracing: tracing, details: details))
       }
       return (ref, outcome)
     }
@@ -222,6 +238,7 @@ public struct TokenDiscovery {
       case .found(let k):
         k.session.trace = trace
         result.fido2Found.append(k)
+      case .listed(let t): result.listed.append(t)
       case .unusable(let u): result.unusableCards.append(u)
       }
     }
@@ -242,15 +259,40 @@ public struct TokenDiscovery {
       var info = try session.info()
       if details { info.uvRetries = session.uvRetries(info) }
       let pin = info.pinIsSet ? try session.pinStatus() : nil
-      var caps = ["fido2"]
-      if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
-      let token = TokenInfo(
-        id: id, kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
-        version: info.versions.last, pin: pin, puk: nil, fido2: info)
-      return (.found(DiscoveredFIDO2(info: token, session: session)), lines)
+      return (.found(DiscoveredFIDO2(info: token(ref, info, pin), session: session)), lines)
     } catch {
       return (.unusable(UnusableToken(id: id, reader: ref.path, reason: error)), lines)
     }
+  }
+
+  /// What `probe` reads, read over our own CTAPHID (`CTAPHIDChannel`) for a listing: INIT, getInfo, the PIN tries
+  /// when a PIN is set, and with `details` the UV tries of a key with built-in UV. No session, no libfido2.
+  static func listProbe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool)
+    -> (FIDO2Probe, [String])
+  {
+    var lines: [String] = []
+    let ms = deadlines.probeMs
+    do throws(TokenError) {
+      let key = try CTAPHIDChannel(ref, ms: ms, trace: tracing ? { lines.append($0) } : nil)
+      // libfido2 would open a key without CTAP2 as a U2F key, whose getInfo then fails: not one to list as usable.
+      guard key.speaksCTAP2 else { throw .unsupported("FIDO2 (CTAP2): it answered CTAPHID_INIT as a U2F-only key") }
+      var info = try key.info(ms: ms)
+      if details, info.options["uv"] != nil { info.uvRetries = try? key.retries(uv: true, ms: ms) }
+      let pin =
+        info.pinIsSet ? PINStatus(kind: .pin, retriesLeft: try key.retries(uv: false, ms: ms), maxRetries: 8) : nil
+      return (.listed(token(ref, info, pin)), lines)
+    } catch {
+      return (.unusable(UnusableToken(id: fido2ID(ref), reader: ref.path, reason: error)), lines)
+    }
+  }
+
+  /// A FIDO2 key's entry: its id, product name, path, and what getInfo and its PIN tries say.
+  static func token(_ ref: FIDO2DeviceRef, _ info: FIDO2Info, _ pin: PINStatus?) -> TokenInfo {
+    var caps = ["fido2"]
+    if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
+    return TokenInfo(
+      id: fido2ID(ref), kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
+      version: info.versions.last, pin: pin, puk: nil, fido2: info)
   }
 
   /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET SERIAL (CHUID only when
@@ -261,6 +303,7 @@ public struct TokenDiscovery {
   public func sibling(of id: String) -> String? {
     var all = TokenDiscovery(trace: nil, includePUK: false, includeFIDO2: true)
     all.details = false
+    all.sessions = false  // ids only
     all.virtualFIDO2Paths = virtualFIDO2Paths
     all.fido2Deadlines = fido2Deadlines
     guard let found = try? all.discover() else { return nil }
@@ -283,11 +326,14 @@ public struct TokenDiscovery {
     let fido2Side = Handover<FIDO2Side>()
     if lookForKeys {
       let (paths, onlyID, deadlines) = (virtualFIDO2Paths, onlyID, fido2Deadlines)
-      let (tracing, details) = (trace != nil, details)
+      let (tracing, details, sessions) = (trace != nil, details, sessions)
       let side: @Sendable () -> FIDO2Side = {
-        do throws(TokenError) { try FIDO2Session.loadLibrary() } catch { return ([], error) }
+        if sessions {
+          do throws(TokenError) { try FIDO2Session.loadLibrary() } catch { return ([], error) }
+        }
         let probes = Self.startFIDO2Probes(
-          virtualPaths: paths, onlyID: onlyID, deadlines: deadlines, tracing: tracing, details: details)
+          virtualPaths: paths, onlyID: onlyID, deadlines: deadlines, tracing: tracing, details: details,
+          sessions: sessions)
         return (probes, nil)
       }
       if !POSIXThread.start({ fido2Side.put(side()) }) { fido2Side.put(side()) }
@@ -297,7 +343,7 @@ public struct TokenDiscovery {
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty { throw fido2Missing ?? .smartCard(pcscError) }
+      if result.fido2Found.isEmpty && result.listed.isEmpty { throw fido2Missing ?? .smartCard(pcscError) }
       result.pcscProblem = pcscError
     }
     if let fido2Missing, result.tokens.isEmpty { throw fido2Missing }
@@ -333,6 +379,7 @@ public struct TokenDiscovery {
     let detailed = details || (onlyID == nil && present.count + otherTokens > 1)
     let identify = self.identify || detailed || onlyID != nil || present.count + otherTokens > 1
     let (includePUK, holdCards, onlyID, tracing) = (self.includePUK, self.holdCards, self.onlyID, trace != nil)
+    let listing = !sessions
     let cards = present
     let outcomes = cards.map { _ in Handover<(PIVProbe, [String])>() }
     let probeCard: @Sendable (Int, PCSCContext?) -> Void = { i, own in
@@ -340,7 +387,7 @@ public struct TokenDiscovery {
       outcomes[i].put(
         Self.probe(
           reader: reader, atr: atr, own: own, includePUK: includePUK, detailed: detailed, identify: identify,
-          holdCards: holdCards, onlyID: onlyID, tracing: tracing))
+          holdCards: holdCards, onlyID: onlyID, tracing: tracing, listing: listing))
     }
     let workers = min(cards.count, Self.cardProbeThreads)
     let next = Counter()
@@ -364,6 +411,7 @@ public struct TokenDiscovery {
       case .found(let t):
         t.session.card.trace = trace
         result.found.append(t)
+      case .listed(let t): result.listed.append(t)
       case .noCard: result.emptyReaders.append(reader)
       case .unusable(let e): result.unusableCards.append(UnusableToken(reader: reader, reason: e))
       }
@@ -380,6 +428,7 @@ public struct TokenDiscovery {
   /// What one PIV probe found.
   enum PIVProbe {
     case found(DiscoveredToken)
+    case listed(TokenInfo)
     case noCard
     case unusable(TokenError)
   }
@@ -387,17 +436,23 @@ public struct TokenDiscovery {
   /// Connects to `reader` (through `own`, else a new context for this thread) and describes its card.
   static func probe(
     reader: String, atr: [UInt8], own: PCSCContext?, includePUK: Bool, detailed: Bool, identify: Bool = true,
-    holdCards: Bool, onlyID: String?, tracing: Bool
+    holdCards: Bool, onlyID: String?, tracing: Bool, listing: Bool = false
   ) -> (PIVProbe, [String]) {
     var lines: [String] = []
     do {
       let context = try own ?? PCSCContext()
-      let session = PIVSession(transport: try context.connect(reader, atr: atr))
+      let card = try context.connect(reader, atr: atr)
+      let session = PIVSession(transport: card)
       if tracing { session.card.trace = { lines.append($0) } }
-      session.holdsCard = holdCards
+      // A listing keeps the transaction to the end of the read, and the disconnect ends both.
+      session.holdsCard = holdCards || listing
       let info = try describe(
         session, reader: reader, includePUK: includePUK, detailed: detailed, identify: identify, onlyID: onlyID)
       session.card.trace = nil
+      if listing {
+        card.close()
+        return (.listed(info), lines)
+      }
       return (.found(DiscoveredToken(info: info, session: session, detailed: detailed)), lines)
     } catch let error as SmartCardError {
       if case .noCard = error { return (.noCard, lines) }

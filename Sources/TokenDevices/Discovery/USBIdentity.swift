@@ -11,6 +11,8 @@ public struct USBIdentity: Equatable, Sendable {
   public var productID: String
   /// iSerialNumber, when the device has one.
   public var serial: String?
+  /// iProduct (e.g. "YubiKey OTP+FIDO+CCID"), when the device has one.
+  public var product: String?
   /// bInterfaceClass of each interface, in interface order (03 HID, 0b CCID).
   public var interfaceClasses: [String]
   /// hidraw nodes of the device (`hidraw0`), sorted.
@@ -126,6 +128,7 @@ public struct USBIdentity: Equatable, Sendable {
     }
     return USBIdentity(
       busPath: busPath, vendorID: vendor, productID: product, serial: attribute(dir, "serial"),
+      product: attribute(dir, "product"),
       interfaceClasses: interfaces.compactMap { attribute("\(dir)/\($0)", "bInterfaceClass") },
       hidraw: hidraw.sorted())
   }

@@ -62,6 +62,17 @@ public enum FIDO2GetInfo {
       firmwareVersion: firmware.flatMap { $0 > 0 ? $0 : nil }, maxMsgSize: maxMsgSize.flatMap { $0 > 0 ? $0 : nil })
   }
 
+  /// The unsigned integer under `key` in a response that is one CBOR map (getPINRetries' pinRetries, 0x03;
+  /// getUVRetries' uvRetries, 0x05); nil when the bytes are not one well-formed map, or the field is missing or
+  /// not an unsigned integer.
+  static func unsigned(_ key: UInt64, inMap bytes: some Collection<UInt8>) -> UInt64? {
+    var reader = Reader(bytes: Array(bytes))
+    guard let item = try? reader.item(depth: 0), reader.offset == reader.bytes.count, case .map(let map) = item,
+      case .unsigned(let value)? = map.first(where: { $0.0 == .unsigned(key) })?.1
+    else { return nil }
+    return value
+  }
+
   indirect enum Item: Equatable {
     case unsigned(UInt64)
     case negative(UInt64)

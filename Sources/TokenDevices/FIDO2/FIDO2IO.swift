@@ -56,7 +56,7 @@ enum FIDO2IO {
     var capturedInfo: FIDO2Info?
 
     /// CTAPHID reassembly of the response to the last request, when that request was getInfo.
-    var capture: GetInfoCapture?
+    var capture: Reassembly?
 
     init(readDeadlineMs: Int32) { self.readDeadlineMs = readDeadlineMs }
 
@@ -68,7 +68,7 @@ enum FIDO2IO {
       let length = Int(report[5]) << 8 | Int(report[6])
       capture =
         report[4] == CTAPHID.cbor && length == 1 && report[7] == 0x04
-        ? GetInfoCapture(channel: Array(report[0..<4])) : nil
+        ? Reassembly(channel: Array(report[0..<4]), command: CTAPHID.cbor) : nil
     }
 
     /// A report the key sent (64 bytes): KEEPALIVE UP_NEEDED fires the touch cue; the packets of a getInfo
@@ -94,17 +94,23 @@ enum FIDO2IO {
     }
   }
 
-  /// The CTAPHID bytes the capture looks at (CTAP 2.1 §11.2.9).
+  /// The CTAPHID command bytes (CTAP 2.1 §11.2.9; bit 7 set marks an initialization packet).
   enum CTAPHID {
+    static let initialize: UInt8 = 0x86
     static let cbor: UInt8 = 0x90
     static let cancel: UInt8 = 0x91
     static let keepalive: UInt8 = 0xBB
+    static let error: UInt8 = 0xBF
+    /// CTAPHID_INIT's broadcast channel.
+    static let broadcast: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF]
   }
 
-  /// One CTAPHID message being reassembled from 64-byte reports: an initialization packet (channel, command,
-  /// length, 57 bytes) and continuation packets (channel, sequence 0…127, 59 bytes).
-  struct GetInfoCapture {
+  /// One CTAPHID message being reassembled from 64-byte reports: an initialization packet (channel, `command`,
+  /// length, 57 bytes) and continuation packets (channel, sequence 0…127, 59 bytes). Reports of other channels
+  /// are passed over; an initialization packet with another command (an error, 0xBF) fails the message.
+  struct Reassembly {
     let channel: [UInt8]
+    let command: UInt8
     var expected: Int?
     var sequence: UInt8 = 0
     var message: [UInt8] = []
@@ -122,7 +128,7 @@ enum FIDO2IO {
         sequence &+= 1
         message += report[5..<min(64, 5 + expected - message.count)]
       } else {
-        guard report[4] == CTAPHID.cbor else { return .failed }  // an error (0xBF) or another command
+        guard report[4] == command else { return .failed }  // an error (0xBF) or another command
         let length = Int(report[5]) << 8 | Int(report[6])
         expected = length
         message += report[7..<min(64, 7 + length)]

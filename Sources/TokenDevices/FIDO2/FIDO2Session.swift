@@ -132,7 +132,10 @@ public final class FIDO2Session {
       if fido_dev_info_manifest(list, 64, &n) == FIDO_OK {
         for i in 0..<n {
           guard let di = fido_dev_info_ptr(list, i), let p = fido_dev_info_path(di) else { continue }
-          let product = fido_dev_info_product_string(di).map { String(cString: $0) } ?? "FIDO2 key"
+          // libfido2 gives "" for a USB device without a product string; `listWithoutLibrary` names it as this does.
+          let product =
+            fido_dev_info_product_string(di).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+            ?? "FIDO2 key"
           out.append(FIDO2DeviceRef(path: String(cString: p), product: product, isVirtual: false))
         }
       }
@@ -143,6 +146,16 @@ public final class FIDO2Session {
       out.append(FIDO2DeviceRef(path: p, product: "virtual FIDO2 key", isVirtual: true))
     }
     return out
+  }
+
+  /// The keys `list` names, found without libfido2 (for listings, which read keys over `CTAPHIDChannel`): the
+  /// hidraw nodes its manifest would list (`HIDReportDescriptor.libfido2Nodes`) and the virtual keys.
+  public static func listWithoutLibrary(virtualPaths: [String]? = nil, sys: String = "/sys", dev: String = "/dev")
+    -> [FIDO2DeviceRef]
+  {
+    HIDReportDescriptor.libfido2Nodes(sys: sys, dev: dev).map {
+      FIDO2DeviceRef(path: "\(dev)/\($0.node)", product: $0.product ?? "FIDO2 key", isVirtual: false)
+    } + virtualSockets(virtualPaths).map { FIDO2DeviceRef(path: $0, product: "virtual FIDO2 key", isVirtual: true) }
   }
 
   public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard) throws(TokenError) {
@@ -359,5 +372,12 @@ public final class FIDO2Session {
 
 extension TokenError {
   /// A libfido2 status in words.
-  public static func fido2Message(_ code: Int32) -> String { String(cString: fido_strerr(code)) }
+  /// Without libfido2 (a listing reads keys without it, and it may be missing) the code is given as a number:
+  /// calling into a library that cannot be loaded would end the process.
+  public static func fido2Message(_ code: Int32) -> String {
+    guard (try? FIDO2Session.loadLibrary()) != nil else {
+      return code > 0 ? "CTAP2 status 0x" + String(code, radix: 16, uppercase: true) : "libfido2 error \(code)"
+    }
+    return String(cString: fido_strerr(code))
+  }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 /// HID report descriptors as the kernel shows them (sysfs `report_descriptor`, no device opened): whether one
 /// declares the FIDO Alliance usage page 0xF1D0. libfido2's test for a FIDO device (hid_linux.c `is_fido`) is
@@ -33,6 +34,40 @@ public enum HIDReportDescriptor {
       i += 1 + length
     }
     return (items, true)
+  }
+
+  /// libfido2's own test (1.12: hid.c `fido_hid_get_usage`, hid_linux.c `is_fido`): the last Usage Page item is
+  /// 0xF1D0. Its walk gives up — not FIDO — at a long item, a reserved item (prefix 0xF0–0xFF), a 4-byte value, or
+  /// a truncated item.
+  public static func lastUsagePageIsFIDO(_ descriptor: some Collection<UInt8>) -> Bool {
+    let b = Array(descriptor)
+    var (i, page) = (0, 0)
+    while i < b.count {
+      let prefix = b[i]
+      i += 1
+      let length = Int(prefix & 0x03)
+      guard prefix & 0xF0 != 0xF0, length < 3, length <= b.count - i else { return false }
+      var value = 0
+      for k in 0..<length { value |= Int(b[i + k]) << (8 * k) }
+      if prefix & 0xFC == 0x04 { page = value }
+      i += length
+    }
+    return page == 0xF1D0
+  }
+
+  /// The hidraw nodes libfido2's manifest lists (hid_linux.c `copy_info`, 1.12), found as it finds them but from
+  /// sysfs: the descriptor passes `lastUsagePageIsFIDO`, the device is on USB, and the node (`dev`/hidrawN) opens
+  /// read-write; each with its USB device's product string (nil when it has none). In node order.
+  public static func libfido2Nodes(sys: String = "/sys", dev: String = "/dev") -> [(node: String, product: String?)] {
+    let names = (Directory.names("\(sys)/class/hidraw") ?? []).filter { name in
+      SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor").map(lastUsagePageIsFIDO) ?? false
+    }
+    return names.sorted { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }.compactMap { name in
+      guard access("\(dev)/\(name)", R_OK | W_OK) == 0, let usb = try? USBIdentity.of(name, sys: sys) else {
+        return nil
+      }
+      return (name, usb.product)
+    }
   }
 
   /// Whether any hidraw node under `sys` declares the FIDO usage page: where none does, libfido2 (whose Linux

@@ -151,6 +151,7 @@ public final class PCSCCard: SmartCardTransport {
   var handle: SCARDHANDLE = 0
   var protocolID: DWORD = 0
   var inTransaction = false
+  var closed = false
   public var resetOnClose = false
 
   init(context: PCSCContext, reader: String, atr knownATR: [UInt8]? = nil) throws(SmartCardError) {
@@ -169,9 +170,16 @@ public final class PCSCCard: SmartCardTransport {
     atr = knownATR ?? (try? context.readerState(reader).atr) ?? []
   }
 
-  deinit {
+  deinit { close() }
+
+  /// Disconnects now, once (the session must not be used after). A transaction still held ends with it: pcsc-lite's
+  /// SCardDisconnect releases the handle's lock first (winscard.c, "unlock any blocks on this context";
+  /// HardwareNotes.md), so a listing ends its read in one round trip instead of two.
+  public func close() {
+    guard !closed else { return }
+    closed = true
     let disposition = DWORD(resetOnClose ? SCARD_RESET_CARD : SCARD_LEAVE_CARD)
-    if inTransaction {
+    if inTransaction && resetOnClose {
       // The reset (when due) happens while this process still holds the card, so no other process ever sees it
       // verified; the disconnect then leaves it. Resetting in both was a second power cycle of the card, a round
       // trip to the reader for nothing (pcscd -d: "Reset complete." twice; HardwareNotes.md).
@@ -180,6 +188,7 @@ public final class PCSCCard: SmartCardTransport {
     } else {
       SCardDisconnect(handle, disposition)
     }
+    inTransaction = false
   }
 
   /// Takes the card for this process (blocks while another process holds it).
