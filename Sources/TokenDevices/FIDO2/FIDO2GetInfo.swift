@@ -57,7 +57,7 @@ public enum FIDO2GetInfo {
     return FIDO2Info(
       versions: versions, extensions: extensions ?? [], options: options, pinProtocols: protocols,
       minPINLength: max(4, Int(min(minPIN ?? 0, 255))), forcePINChange: forcePINChange,
-      aaguid: aaguid.hexString.replacing(" ", with: ""),
+      aaguid: Hex.string(aaguid, uppercase: true, separator: nil),
       remainingDiscoverableCredentials: remaining.map { Int(min($0, UInt64(Int32.max))) },
       firmwareVersion: firmware.flatMap { $0 > 0 ? $0 : nil }, maxMsgSize: maxMsgSize.flatMap { $0 > 0 ? $0 : nil })
   }

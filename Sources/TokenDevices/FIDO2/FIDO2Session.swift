@@ -291,7 +291,7 @@ public final class FIDO2Session {
       extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
       options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
       forcePINChange: fido_cbor_info_new_pin_required(ci),
-      aaguid: aaguid.hexString.replacing(" ", with: ""),
+      aaguid: Hex.string(aaguid, uppercase: true, separator: nil),
       remainingDiscoverableCredentials: fido_cbor_info_rk_remaining(ci) >= 0
         ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
       firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,

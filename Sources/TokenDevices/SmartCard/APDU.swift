@@ -64,9 +64,7 @@ public struct APDUResponse: Sendable, Equatable {
 
 extension Sequence where Element == UInt8 {
   /// Upper-case hex with a space between bytes, for traces and messages.
-  public var hexString: String {
-    map { Hex.digits($0, width: 2, uppercase: true) }.joined(separator: " ")
-  }
+  public var hexString: String { Hex.string(self, uppercase: true, separator: UInt8(ascii: " ")) }
 }
 
 extension Array where Element == UInt8 {

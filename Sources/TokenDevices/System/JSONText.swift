@@ -323,3 +323,91 @@ public enum JSONText {
     }
   }
 }
+
+extension JSONText {
+  /// Writes JSON text the way `encode` does (JSONEncoder's pretty, sorted layout) without a value tree or
+  /// `Encodable`, for types that write themselves (`TokenInfo.json`). The caller writes an object's fields in
+  /// sorted key order; the writer does the commas, new lines and indentation.
+  public struct Writer {
+    public private(set) var bytes: [UInt8] = []
+    /// How many items each open array or object holds so far, innermost last.
+    private var counts: [Int] = []
+
+    public init() { bytes.reserveCapacity(4096) }
+
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Where the next item goes: after a comma when it is not the first, on a new line, indented.
+    private mutating func item() {
+      guard !counts.isEmpty else { return }
+      if counts[counts.count - 1] > 0 { bytes.append(UInt8(ascii: ",")) }
+      counts[counts.count - 1] += 1
+      bytes.append(UInt8(ascii: "\n"))
+      pad(2 * counts.count, &bytes)
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+      _ = value()
+      bytes.append(bracket)
+      counts.append(0)
+    }
+
+    private mutating func close(_ bracket: UInt8) {
+      let n = counts.removeLast()
+      bytes.append(UInt8(ascii: "\n"))
+      if n == 0 { bytes.append(UInt8(ascii: "\n")) }  // JSONEncoder writes an empty one as "[", an empty line, "]"
+      pad(2 * counts.count, &bytes)
+      bytes.append(bracket)
+    }
+
+    /// An object (`body` writes its fields), as an array item or a field's value.
+    public mutating func object(_ body: (inout Writer) -> Void) {
+      open(UInt8(ascii: "{"))
+      body(&self)
+      close(UInt8(ascii: "}"))
+    }
+
+    /// An array (`body` writes its items).
+    public mutating func array(_ body: (inout Writer) -> Void) {
+      open(UInt8(ascii: "["))
+      body(&self)
+      close(UInt8(ascii: "]"))
+    }
+
+    /// A field's key; its value follows (a value written after a key is not an item of its own).
+    public mutating func key(_ name: String) {
+      item()
+      writeString(name, into: &bytes)
+      put(" : ", &bytes)
+      counts.append(-1)  // the value that follows: no separator, no new line
+    }
+
+    private mutating func value() -> Bool {
+      if counts.last == -1 {
+        counts.removeLast()
+        return true
+      }
+      item()
+      return false
+    }
+
+    public mutating func string(_ s: String) {
+      _ = value()
+      writeString(s, into: &bytes)
+    }
+
+    public mutating func integer(_ n: some BinaryInteger) {
+      _ = value()
+      bytes.append(contentsOf: String(n).utf8)
+    }
+
+    public mutating func bool(_ b: Bool) {
+      _ = value()
+      put(b ? "true" : "false", &bytes)
+    }
+
+    public mutating func strings(_ items: [String]) {
+      array { w in for s in items { w.string(s) } }
+    }
+  }
+}

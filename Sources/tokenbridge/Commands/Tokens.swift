@@ -14,7 +14,7 @@ struct Tokens: CLICommand {
     try options.execute {
       let listing = try TokenListing(trace: options.traceSink, wait: options.tokenWait, id: options.token)
       if options.json {
-        print(Render.json(listing.tokens))
+        print(TokenInfo.json(listing.tokens))
         return
       }
       if listing.tokens.isEmpty {
