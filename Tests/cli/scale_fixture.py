@@ -12,6 +12,7 @@ times through a relying party would take an hour and test nothing more about lis
 """
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -37,6 +38,7 @@ class Tokens:
     def __init__(self, work):
         self.work = Path(work)
         self.procs = []
+        self.card_procs = {}
         self.sockets = []
         self.logs = []
 
@@ -59,6 +61,17 @@ class Tokens:
         self.procs.append(subprocess.Popen(
             [VIRTUAL_TOKEN, "piv", "--state", str(self.work / f"card{i}.json"), "--vpcd", f"127.0.0.1:{35963 + i}",
              "--serial", str(6_100_000 + i)], stderr=log))
+        self.card_procs[i] = self.procs[-1]
+
+    def take_out(self, cards):
+        """Takes the cards `cards` (indexes) out of their readers (virtual-token piv: SIGUSR1); `put_in` puts them
+        back (SIGUSR2). pcscd sees either at its next vpcd poll: `wait` for it."""
+        for i in cards:
+            self.card_procs[i].send_signal(signal.SIGUSR1)
+
+    def put_in(self, cards):
+        for i in cards:
+            self.card_procs[i].send_signal(signal.SIGUSR2)
 
     def add_key(self, i):
         sock = str(self.work / f"key{i}.sock")

@@ -51,7 +51,8 @@ final class CTAPHIDChannel {
   /// CTAPHID_INIT on the broadcast channel with a random nonce; the answer carrying that nonce gives the channel
   /// (answers to other nonces are passed over).
   private func initialize(ms: Int32) throws(TokenError) {
-    let nonce = (0..<8).map { _ in UInt8.random(in: 0...255) }
+    var random = SystemRandomNumberGenerator()  // one getrandom for the 8 bytes, not one per byte
+    let nonce = withUnsafeBytes(of: random.next() as UInt64) { Array($0) }
     trace?("fido2 > CTAPHID_INIT")
     try send(FIDO2IO.CTAPHID.initialize, nonce, operation: "open")
     let end = Self.deadline(ms)
