@@ -73,9 +73,12 @@ final class Handover<T>: @unchecked Sendable {
   private let lock = Lock()
   private var value: T?
   func put(_ v: T) {
-    lock.withLock { value = v }
-    done.signal()
+    store(v)
+    release()
   }
+  /// Keeps the value without waking the waiter yet (`release` does).
+  func store(_ v: T) { lock.withLock { value = v } }
+  func release() { done.signal() }
   func wait() -> T {
     done.wait()
     return lock.withLock { value! }
@@ -151,9 +154,10 @@ public struct TokenDiscovery {
   public var onlyID: String?
 
   /// Keep a session on each token for a command to use (`found`, `fido2Found`). Off, for a listing (`listed`):
-  /// each card's probing thread disconnects it once read (pcsc-lite's SCardDisconnect ends the transaction too:
-  /// one round trip, not two, and none left for the main thread), and each FIDO2 key is read over CTAPHID of our
-  /// own (`CTAPHIDChannel`: INIT, getInfo, its tries), so libfido2 (with libcrypto) is not loaded at all.
+  /// each card is let go by the thread that read it (its transaction ended; pcscd disconnects it when that thread's
+  /// PC/SC context is released, in the same thread: no disconnect left for the main thread), and each FIDO2 key is
+  /// read over CTAPHID of our own (`CTAPHIDChannel`: INIT, getInfo, its tries), so libfido2 (with libcrypto) is not
+  /// loaded at all.
   public var sessions = true
 
   /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
@@ -384,7 +388,7 @@ public struct TokenDiscovery {
     let outcomes = cards.map { _ in Handover<(PIVProbe, [String])>() }
     let probeCard: @Sendable (Int, PCSCContext?) -> Void = { i, own in
       let (reader, atr) = cards[i]
-      outcomes[i].put(
+      outcomes[i].store(
         Self.probe(
           reader: reader, atr: atr, own: own, includePUK: includePUK, detailed: detailed, identify: identify,
           holdCards: holdCards, onlyID: onlyID, tracing: tracing, listing: listing))
@@ -396,14 +400,27 @@ public struct TokenDiscovery {
       return n < cards.count ? n : nil
     }
     for _ in 0..<max(0, workers - 1) {
+      // pcsc-lite's client is not safe against a context released (or a card disconnected) in one thread while
+      // another thread is inside it (HardwareNotes.md, PC/SC): so a probing thread never disconnects a card
+      // (`PCSCCard.detach`), and it releases its context, when no session keeps it, before it hands over its
+      // outcomes, that is before the caller goes on to disconnect anything.
       let started = POSIXThread.start {
-        let own = try? PCSCContext()
-        while let i = take() { probeCard(i, own) }
+        var own = try? PCSCContext()
+        var done: [Int] = []
+        while let i = take() {
+          probeCard(i, own)
+          done.append(i)
+        }
+        own = nil
+        for i in done { outcomes[i].release() }
       }
       if !started { break }
     }
     // This thread probes too, through the context that listed the readers.
-    while let i = take() { probeCard(i, context) }
+    while let i = take() {
+      probeCard(i, context)
+      outcomes[i].release()
+    }
     for ((reader, _), outcome) in zip(cards, outcomes) {
       let (probe, lines) = outcome.wait()
       for line in lines { trace?(line) }
@@ -442,17 +459,17 @@ public struct TokenDiscovery {
     do {
       let context = try own ?? PCSCContext()
       let card = try context.connect(reader, atr: atr)
+      // Whatever ends this probe without a session, the card is let go, not disconnected (`PCSCCard.detach`).
+      var kept = false
+      defer { if !kept { card.detach() } }
       let session = PIVSession(transport: card)
       if tracing { session.card.trace = { lines.append($0) } }
-      // A listing keeps the transaction to the end of the read, and the disconnect ends both.
-      session.holdsCard = holdCards || listing
+      session.holdsCard = holdCards && !listing
       let info = try describe(
         session, reader: reader, includePUK: includePUK, detailed: detailed, identify: identify, onlyID: onlyID)
       session.card.trace = nil
-      if listing {
-        card.close()
-        return (.listed(info), lines)
-      }
+      if listing { return (.listed(info), lines) }
+      kept = true
       return (.found(DiscoveredToken(info: info, session: session, detailed: detailed)), lines)
     } catch let error as SmartCardError {
       if case .noCard = error { return (.noCard, lines) }

@@ -172,10 +172,21 @@ public final class PCSCCard: SmartCardTransport {
 
   deinit { close() }
 
-  /// Disconnects now, once (the session must not be used after). A transaction still held ends with it: pcsc-lite's
-  /// SCardDisconnect releases the handle's lock first (winscard.c, "unlock any blocks on this context";
-  /// HardwareNotes.md), so a listing ends its read in one round trip instead of two.
-  public func close() {
+  /// Leaves the handle to its context (the session must not be used after): no `SCardDisconnect` from this thread.
+  /// pcscd disconnects every handle of a context when it is released (winscard_svc.c `MSGRemoveContext`: LEAVE_CARD
+  /// for a handle that holds no transaction), so the transaction is ended first. Why: pcsc-lite's client removes a
+  /// disconnected handle from lists other threads read, without the lock they read them under; a probing thread
+  /// that disconnects while another releases its context crashed one listing in 600 (HardwareNotes.md, PC/SC).
+  public func detach() {
+    guard !closed else { return }
+    endTransaction()
+    closed = true
+  }
+
+  /// Disconnects now, once. A transaction still held ends with it: pcsc-lite's SCardDisconnect releases the
+  /// handle's lock first (winscard.c, "unlock any blocks on this context"; HardwareNotes.md): one round trip, not
+  /// two. Only where no other thread is using pcsc-lite (`detach` otherwise).
+  func close() {
     guard !closed else { return }
     closed = true
     let disposition = DWORD(resetOnClose ? SCARD_RESET_CARD : SCARD_LEAVE_CARD)
