@@ -48,6 +48,20 @@ def test_tokens_lists_the_card(card):
     assert t["pin"]["retriesLeft"] == 3 and t["puk"]["retriesLeft"] == 3
 
 
+def test_tokens_with_token_lists_only_that_one(cards):
+    """`tokens --token ID` shows the named token only, and says which are there when it is not (exit 4, no token);
+    it used to list every token whatever --token said."""
+    first, second = cards(0), cards(1)
+    data = json.loads(tb("tokens", "--json", "--token", second.id).stdout)
+    assert [t["id"] for t in data] == [second.id], data
+    r = tb("tokens", "--token", first.id)
+    assert r.returncode == 0 and first.id in r.stdout and second.id not in r.stdout, r.stdout
+    assert "no card" not in r.stdout, r.stdout  # nothing about other readers either
+    r = tb("tokens", "--token", "piv-12345")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert r.stderr == f"tokenbridge: No token piv-12345. Tokens present: {first.id}, {second.id}.\n", r.stderr
+
+
 def test_new_user_story(card):
     """README's walk: wrong old PIN (2 tries left), then right; yubico-piv-tool verifies the new PIN;
     three wrong PINs block it (distinct exit code); pin unblock with the PUK restores it."""

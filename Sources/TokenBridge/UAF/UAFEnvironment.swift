@@ -174,8 +174,9 @@ public struct TokenListing: Sendable {
   /// libfido2 problem when smart cards were found.
   public var problems: [String]
 
-  /// With `wait` (`--wait`): while no token is there (or not `id`, the one `--token` names), waits for one to
-  /// arrive, as the other token commands do; the listing then shows every token present.
+  /// With `id` (`--token`): only that token (one physical token, named by either of its ids), or `.tokenNotFound`
+  /// naming the ones present. With `wait` (`--wait`): while no token is there (or not `id`), waits for one to
+  /// arrive, as the other token commands do.
   public init(trace: TraceSink?, wait: TokenWait? = nil, id: String? = nil) throws(OperationError) {
     let (r, tokens) = try wait.run(id: id) { () throws(OperationError) -> (DiscoveryResult, [TokenInfo]) in
       let r: DiscoveryResult
@@ -193,10 +194,23 @@ public struct TokenListing: Sendable {
       }
       return (r, tokens)
     }
-    self.tokens = tokens
-    emptyReaders = r.emptyReaders
     readerCount = r.readerCount
-    problems = seenNotUsable(r).map { "\($0.place): \($0.reason)" }
+    guard let id else {
+      self.tokens = tokens
+      emptyReaders = r.emptyReaders
+      problems = seenNotUsable(r).map { "\($0.place): \($0.reason)" }
+      return
+    }
+    // The named token only; what else was seen (empty readers, other tokens' problems) is not asked about.
+    let named = tokens.filter { $0.id == id || $0.ids?.contains(id) == true }
+    if named.isEmpty {
+      // A token seen but not usable is named with its reason, as a command about it would say.
+      if let u = r.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
+      throw .tokenNotFound(id, available: tokens)
+    }
+    self.tokens = named
+    emptyReaders = []
+    problems = []
   }
 }
 

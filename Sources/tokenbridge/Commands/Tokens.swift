@@ -5,6 +5,7 @@ struct Tokens: CLICommand {
   static let spec = CommandSpec(
     name: "tokens",
     abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).",
+    discussion: "With --token ID, only that token (exit 4 when it is not there).",
     arguments: GlobalOptions.arguments, run: invoke)
 
   var options: GlobalOptions
