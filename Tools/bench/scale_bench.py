@@ -1,5 +1,6 @@
 """Runs inside Tools/with-pcscd. See Tools/bench/scale."""
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -14,11 +15,18 @@ args = [a for a in sys.argv[1:] if a != "--rows"]
 ROUNDS = int(args[0]) if args else 24
 
 
-def timed(cmd, env, expect=None):
-    """One run's wall time in seconds (a new process each time)."""
+CPU = {}  # label -> CPU seconds (user + system, all threads) of each counted run
+
+
+def timed(cmd, env, expect=None, label=None):
+    """One run's wall time in seconds (a new process each time); its CPU time goes to CPU[label]."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, env=env, stdin=subprocess.DEVNULL)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if label:
+        CPU.setdefault(label, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if p.returncode != 0:
         sys.exit(f"bench: {cmd} failed: {p.stderr.decode()}")
     if expect is not None:
@@ -63,14 +71,14 @@ with tempfile.TemporaryDirectory() as work:
             tokens.wait(1, KEYS)
             time.sleep(SETTLE)
             for i in range(WARM_UP + PER_BLOCK):
-                t = timed(TB, no_keys, count(1))
+                t = timed(TB, no_keys, count(1), label="one" if i >= WARM_UP else None)
                 if i >= WARM_UP:
                     samples["one"].append(t)
             tokens.put_in(others)
             tokens.wait(CARDS, KEYS)
             time.sleep(SETTLE)
             for i in range(WARM_UP + PER_BLOCK):
-                many = timed(TB, tokens.env(), count(CARDS + KEYS))
+                many = timed(TB, tokens.env(), count(CARDS + KEYS), label="many" if i >= WARM_UP else None)
                 cards = timed(TB, no_keys, count(CARDS))
                 if i >= WARM_UP:
                     samples["many"].append(many)
@@ -93,8 +101,11 @@ with tempfile.TemporaryDirectory() as work:
 
 ratio = many / one
 # Where the time goes, for a missed goal: the cards alone against one card, and what the keys add.
+cpu_one, cpu_many = (statistics.median(CPU[k]) * 1000 for k in ("one", "many"))
 why = (f"{CARDS} cards alone {cards_only:.1f} ms ({cards_only / one:.2f}x); the {KEYS} keys add "
-       f"{many - cards_only:.1f} ms (1 key alone {one_key:.1f} ms)")
+       f"{many - cards_only:.1f} ms (1 key alone {one_key:.1f} ms); tokenbridge's own CPU {cpu_many:.1f} ms "
+       f"against {cpu_one:.1f} ms for one card, beside pcscd and {CARDS + KEYS} simulators on "
+       f"{os.cpu_count()} CPUs; 8 PC/SC round trips per card (CONNECT, BEGIN, 5 APDUs, END)")
 if ROWS:
     print(f"tokens --json, {CARDS} cards + {KEYS} keys (peer: ours, 1 card)\t{many:.1f} ms\t{one:.1f} ms\t"
           f"{ratio:.2f}\t-\t<= 2.00x\t{'yes' if ratio <= 2.0 else 'no'}\t{'' if ratio <= 2.0 else why}")
@@ -107,4 +118,6 @@ else:
           f"(ratio {ratio:4.2f}; goal <= 2.00, our own one-card run is the baseline)")
     print(f"               1 key: {one_key:6.1f} ms   {CARDS} cards alone: {cards_only:6.1f} ms "
           f"({cards_only / one:4.2f}x one card)   12 tokens vs one key: {many / one_key:4.2f}x")
+    print(f"               CPU (tokenbridge, all threads): 1 card {cpu_one:.1f} ms, {CARDS} cards + {KEYS} keys "
+          f"{cpu_many:.1f} ms")
     print(f"accounts --json with {ACCOUNTS} registrations: {accounts:6.1f} ms (goal <= 100 ms, absolute)")
