@@ -39,5 +39,11 @@ struct HIDReportLengthTests {
         == .unsupported(
           "64-byte FIDO HID reports (its HID descriptor declares 32-byte input and 32-byte output reports)"))
     #expect(FIDO2Session.reportLengthRefusal("/dev/hidraw7", sys: sys) == nil)  // not described: 64, as libfido2
+    // The listing's own CTAPHID refuses it the same way, before it opens anything.
+    let ref = FIDO2DeviceRef(path: "/dev/hidraw1", product: "key", isVirtual: false)
+    #expect(
+      throws: TokenError.unsupported(
+        "64-byte FIDO HID reports (its HID descriptor declares 32-byte input and 32-byte output reports)")
+    ) { _ = try CTAPHIDChannel(ref, ms: 100, trace: nil, sys: sys) }
   }
 }

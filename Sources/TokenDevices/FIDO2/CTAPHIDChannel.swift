@@ -28,8 +28,11 @@ final class CTAPHIDChannel {
 
   var speaksCTAP2: Bool { capabilities & 0x04 != 0 }
 
-  /// Opens the transport (waiting for a hidraw node's lock within `ms`) and allocates a channel (CTAPHID_INIT).
-  init(_ ref: FIDO2DeviceRef, ms: Int32, trace: TraceSink?) throws(TokenError) {
+  /// Opens the transport (waiting for a hidraw node's lock within `ms`) and allocates a channel (CTAPHID_INIT). A
+  /// hidraw node whose descriptor declares reports of another length than 64 bytes is refused first, as
+  /// `FIDO2Session.open` refuses it (`sys`: the sysfs root, for tests).
+  init(_ ref: FIDO2DeviceRef, ms: Int32, trace: TraceSink?, sys: String = "/sys") throws(TokenError) {
+    if !ref.isVirtual, let refusal = FIDO2Session.reportLengthRefusal(ref.path, sys: sys) { throw refusal }
     self.ref = ref
     self.trace = trace
     let context = FIDO2IO.Context(readDeadlineMs: ms)
