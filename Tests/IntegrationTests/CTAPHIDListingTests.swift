@@ -80,7 +80,8 @@ extension Result {
   }
 }
 
-/// A SOCK_SEQPACKET key (Python) that answers as its mode says; stopped by pid.
+/// A SOCK_SEQPACKET key (Python) that answers as its mode says ("silent": accepts and never answers, "after-init":
+/// answers CTAPHID_INIT and nothing after it; the others below); stopped by pid.
 final class ScriptedKey {
   static let script = #"""
     import socket, sys
@@ -133,7 +134,7 @@ final class ScriptedKey {
                     send(c, cid, 0x90, b"\x00" + info[:-3])
                 else:
                     send(c, cid, 0x90, b"\x00" + info)
-            elif f[4] == 0x90 and f[7] == 0x06:
+            elif f[4] == 0x90 and f[7] == 0x06 and mode != "after-init":
                 send(c, cid, 0x90, b"\x00\xa1\x03\x60" if mode == "bad-retries" else b"\x00\xa1\x03\x05")
     """#
   let process = Process()

@@ -17,12 +17,12 @@ struct FIDO2DeadlineTests {
   /// A key silent from the start fails the open (CTAPHID_INIT); one that answers INIT opens (libfido2's own
   /// getInfo inside `fido_dev_open` failing is not fatal to it) and then fails our getInfo.
   @Test func aSilentKeyEndsTheOpenWithNoAnswer() throws {
-    let key = try StalledKey(mode: "silent")
+    let key = try ScriptedKey(mode: "silent")
     #expect(throws: TokenError.noAnswer(operation: "open")) { _ = try FIDO2Session(key.ref, deadlines: Self.quick) }
   }
 
   @Test func aKeySilentAfterINITEndsGetInfoWithNoAnswer() throws {
-    let key = try StalledKey(mode: "after-init")
+    let key = try ScriptedKey(mode: "after-init")
     let s = try FIDO2Session(key.ref, deadlines: Self.quick)
     #expect(throws: TokenError.noAnswer(operation: "getInfo")) { _ = try s.info() }
     #expect(throws: TokenError.noAnswer(operation: "getPINRetries")) { _ = try s.pinRetries() }
@@ -32,7 +32,7 @@ struct FIDO2DeadlineTests {
   }
 
   @Test func discoveryListsTheLiveKeyAndReportsTheSilentOne() throws {
-    let stalled = try StalledKey(mode: "after-init")
+    let stalled = try ScriptedKey(mode: "after-init")
     let live = try VirtualFIDO2Key()
     var discovery = TokenDiscovery(includePUK: false)
     discovery.virtualFIDO2Paths = [stalled.path, live.path]
@@ -56,46 +56,6 @@ struct FIDO2DeadlineTests {
         rpID: "tokenbridge.test", clientDataHash: [UInt8](repeating: 1, count: 32),
         credentialID: [UInt8](repeating: 7, count: 64), salt: [UInt8](repeating: 2, count: 32), pin: Array("1234".utf8))
     }
-  }
-}
-
-/// A SOCK_SEQPACKET listener (Python) that accepts and never answers ("silent"), or answers CTAPHID_INIT and
-/// then goes silent ("after-init"). Stopped by pid.
-final class StalledKey {
-  static let script = #"""
-    import socket, sys
-    path, mode = sys.argv[1], sys.argv[2]
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.bind(path); s.listen(16)
-    open(path + ".ready", "w").close()
-    held = []
-    while True:
-        c, _ = s.accept()
-        held.append(c)
-        if mode == "after-init":
-            f = c.recv(65)
-            if len(f) == 65: f = f[1:]
-            if f[4] == 0x86:
-                body = f[7:15] + b"\x00\x00\x00\x07" + bytes([2, 0, 2, 1, 0x0D])
-                c.send((f[:4] + bytes([0x86, 0, len(body)]) + body).ljust(64, b"\0"))
-    """#
-  let process = Process()
-  let path: String
-  var ref: FIDO2DeviceRef { FIDO2DeviceRef(path: path, product: "stalled", isVirtual: true) }
-
-  init(mode: String) throws {
-    path = NSTemporaryDirectory() + "stall-\(UUID().uuidString.prefix(8)).sock"
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-    process.arguments = ["-c", Self.script, path, mode]
-    try process.run()
-    try waitForFile(path + ".ready")
-  }
-
-  deinit {
-    kill(process.processIdentifier, SIGKILL)  // SIGTERM may arrive blocked (inherited signal mask)
-    process.waitUntilExit()
-    unlink(path)
-    unlink(path + ".ready")
   }
 }
 

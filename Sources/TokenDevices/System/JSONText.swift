@@ -409,5 +409,42 @@ extension JSONText {
     public mutating func strings(_ items: [String]) {
       array { w in for s in items { w.string(s) } }
     }
+
+    // A field and its value; a nil value writes nothing (as `encodeIfPresent` leaves the key out).
+
+    public mutating func field(_ name: String, _ value: String?) {
+      guard let value else { return }
+      key(name)
+      string(value)
+    }
+
+    public mutating func field(_ name: String, _ value: (some BinaryInteger)?) {
+      guard let value else { return }
+      key(name)
+      integer(value)
+    }
+
+    public mutating func field(_ name: String, _ value: Bool?) {
+      guard let value else { return }
+      key(name)
+      bool(value)
+    }
+
+    public mutating func field(_ name: String, _ value: [String]?) {
+      guard let value else { return }
+      key(name)
+      strings(value)
+    }
+
+    public mutating func field(_ name: String, _ value: (some JSONWritable)?) {
+      guard let value else { return }
+      key(name)
+      value.write(&self)
+    }
   }
+}
+
+/// A value that writes itself with a `JSONText.Writer` (as one JSON value).
+public protocol JSONWritable {
+  func write(_ w: inout JSONText.Writer)
 }
