@@ -66,6 +66,30 @@ struct CTAPHIDListingTests {
     }
   }
 
+  @Test func severalKeysAreReadTogetherEachOnItsOwn() throws {
+    // One thread, one poll over all of them: the silent key ends at its own deadline, the others are read as alone.
+    let silent = try ScriptedKey(mode: "silent")
+    let live = try VirtualFIDO2Key()
+    let noisy = try ScriptedKey(mode: "noisy")
+    let afterInit = try ScriptedKey(mode: "after-init")
+    let gone = FIDO2DeviceRef(
+      path: NSTemporaryDirectory() + "gone-\(UUID().uuidString.prefix(8)).sock", product: "gone", isVirtual: true)
+    let keys = CTAPHIDChannel.read(
+      [silent.ref, live.ref, noisy.ref, afterInit.ref, gone], deadlines: Self.quick, tracing: false, details: true)
+    #expect(keys.map(\.ref) == [silent.ref, live.ref, noisy.ref, afterInit.ref, gone])
+    #expect(keys[0].result?.failure == .noAnswer(operation: "open"))
+    #expect(keys[3].result?.failure == .noAnswer(operation: "getInfo"))
+    #expect(keys[4].result?.failure == .smartCard(.cardRemoved(reader: gone.path)))
+    guard case .success(let (liveInfo, livePIN))? = keys[1].result,
+      case .success(let (noisyInfo, noisyPIN))? = keys[2].result
+    else {
+      Issue.record("the answering keys were not read: \(keys.map { String(describing: $0.result) })")
+      return
+    }
+    #expect(liveInfo == (try Self.throughLibfido2(live.ref)).fido2 && livePIN == nil)
+    #expect(noisyInfo.versions == ["FIDO_2_0"] && noisyPIN?.retriesLeft == 5)
+  }
+
   @Test func aKeyThatIsGoneIsRemoved() throws {
     let path = NSTemporaryDirectory() + "gone-\(UUID().uuidString.prefix(8)).sock"
     let ref = FIDO2DeviceRef(path: path, product: "gone", isVirtual: true)

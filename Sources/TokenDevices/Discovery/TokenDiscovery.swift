@@ -209,14 +209,18 @@ public struct TokenDiscovery {
       sessions
       ? FIDO2Session.list(virtualPaths: virtualPaths) : FIDO2Session.listWithoutLibrary(virtualPaths: virtualPaths)
     let refs = all.filter { onlyID == nil || Self.fido2ID($0) == onlyID }
+    guard sessions else {
+      // A listing reads every key on this thread, each with deadlines of its own (`CTAPHIDChannel.read`).
+      let keys = CTAPHIDChannel.read(refs, deadlines: deadlines, tracing: tracing, details: details)
+      return keys.map { key in
+        let outcome = ProbeOutcome()
+        outcome.put(Self.listed(key))
+        return (key.ref, outcome)
+      }
+    }
     return refs.map { ref in
       let outcome = ProbeOutcome()
-      POSIXThread.start {
-        outcome.put(
-          sessions
-            ? Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details)
-            : Self.listProbe(ref, deadlines: deadlines, tracing: tracing, details: details))
-      }
+      POSIXThread.start { outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details)) }
       return (ref, outcome)
     }
   }
@@ -274,19 +278,21 @@ public struct TokenDiscovery {
   static func listProbe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool)
     -> (FIDO2Probe, [String])
   {
-    var lines: [String] = []
-    let ms = deadlines.probeMs
-    do throws(TokenError) {
-      let key = try CTAPHIDChannel(ref, ms: ms, trace: tracing ? { lines.append($0) } : nil)
-      // libfido2 would open a key without CTAP2 as a U2F key, whose getInfo then fails: not one to list as usable.
-      guard key.speaksCTAP2 else { throw .unsupported("FIDO2 (CTAP2): it answered CTAPHID_INIT as a U2F-only key") }
-      var info = try key.info(ms: ms)
-      if details, info.options["uv"] != nil { info.uvRetries = try? key.retries(uv: true, ms: ms) }
-      let pin =
-        info.pinIsSet ? PINStatus(kind: .pin, retriesLeft: try key.retries(uv: false, ms: ms), maxRetries: 8) : nil
-      return (.listed(token(ref, info, pin)), lines)
-    } catch {
-      return (.unusable(UnusableToken(id: fido2ID(ref), reader: ref.path, reason: error)), lines)
+    listed(CTAPHIDChannel.read([ref], deadlines: deadlines, tracing: tracing, details: details)[0])
+  }
+
+  /// A key's entry, or why it cannot be used, from its finished exchange.
+  static func listed(_ key: CTAPHIDChannel) -> (FIDO2Probe, [String]) {
+    let lines = key.lines ?? []
+    switch key.result {
+    case .success(let (info, pin)): return (.listed(token(key.ref, info, pin)), lines)
+    case .failure(let error):
+      return (.unusable(UnusableToken(id: fido2ID(key.ref), reader: key.ref.path, reason: error)), lines)
+    case nil:  // `read` returns once every exchange has ended; kept total all the same
+      return (
+        .unusable(UnusableToken(id: fido2ID(key.ref), reader: key.ref.path, reason: .noAnswer(operation: "open"))),
+        lines
+      )
     }
   }
 

@@ -14,108 +14,160 @@ import FoundationEssentials
 /// four keys (4.07M of 8.03M instructions, callgrind), which kept the 8 cards + 4 keys listing over its goal
 /// (issue 12). ykman and python-fido2 list keys with CTAPHID of their own too.
 ///
+/// One channel per key, all of them driven by one thread (`read(_:deadlines:tracing:details:)`): each key's exchange
+/// is a small state machine that goes on when its descriptor is readable (one poll over all of them), and each
+/// request has a deadline of its own, so a silent key delays no other. A thread per key cost more than the keys'
+/// own exchanges (thread creation was a tenth of a four-key listing's CPU, perf).
+///
 /// The transports are those of the custom I/O: a virtual key's SOCK_SEQPACKET socket (one datagram = one 64-byte
 /// report), or a hidraw node opened and locked as libfido2 opens it (65-byte writes, report ID 0 first; 64-byte
-/// reads). Every read is bounded by the deadline of its request. HardwareNotes.md, "FIDO2 listing".
+/// reads). HardwareNotes.md, "Listing without libfido2".
 final class CTAPHIDChannel {
+  /// Where the exchange is: waiting for the answer to this request (or, `opening`, for a hidraw node's lock).
+  enum Step {
+    case opening, initialize, getInfo, uvRetries, pinRetries
+    var operation: String {
+      switch self {
+      case .opening, .initialize: "open"
+      case .getInfo: "getInfo"
+      case .uvRetries: "getUVRetries"
+      case .pinRetries: "getPINRetries"
+      }
+    }
+  }
+
   let ref: FIDO2DeviceRef
-  private let handle: FIDO2IO.Handle
-  /// The channel CTAPHID_INIT allocated.
-  private(set) var channel = FIDO2IO.CTAPHID.broadcast
+  private let ms: Int32
+  private let details: Bool
+  private let sys: String
+  private(set) var fd: Int32 = -1
+  private var channel = FIDO2IO.CTAPHID.broadcast
+  private var nonce: [UInt8] = []
   /// What CTAPHID_INIT said the key can do; CAPFLAG_CBOR (0x04): it speaks CTAP2.
   private(set) var capabilities: UInt8 = 0
-  private let trace: TraceSink?
+  private(set) var step = Step.opening
+  private var message: FIDO2IO.Reassembly
+  /// When the current step runs out (uptime nanoseconds); while `opening`, when waiting for the lock ends.
+  private var deadline: UInt64 = 0
+  /// While `opening`: the next try at a hidraw node another process keeps locked.
+  private var retryAt: UInt64?
+  private var pauseMs: UInt64 = 10
+  private var info: FIDO2Info?
+  /// Trace lines, when tracing.
+  private(set) var lines: [String]?
+  /// Set once the exchange ended: what the key said (getInfo, the PIN tries when a PIN is set), or why not.
+  private(set) var result: Result<(FIDO2Info, PINStatus?), TokenError>?
+
+  /// Nothing is opened yet (`start`). With `details`, a key with built-in UV is also asked its UV tries. `sys`: the
+  /// sysfs root, for tests.
+  init(_ ref: FIDO2DeviceRef, ms: Int32, details: Bool = true, tracing: Bool = false, sys: String = "/sys") {
+    self.ref = ref
+    self.ms = ms
+    self.details = details
+    self.sys = sys
+    lines = tracing ? [] : nil
+    message = FIDO2IO.Reassembly(channel: FIDO2IO.CTAPHID.broadcast, command: FIDO2IO.CTAPHID.initialize)
+  }
+
+  deinit { if fd >= 0 { close(fd) } }  // releases a hidraw node's lock
 
   var speaksCTAP2: Bool { capabilities & 0x04 != 0 }
 
-  /// Opens the transport (waiting for a hidraw node's lock within `ms`) and allocates a channel (CTAPHID_INIT). A
-  /// hidraw node whose descriptor declares reports of another length than 64 bytes is refused first, as
-  /// `FIDO2Session.open` refuses it (`sys`: the sysfs root, for tests).
-  init(_ ref: FIDO2DeviceRef, ms: Int32, trace: TraceSink?, sys: String = "/sys") throws(TokenError) {
-    if !ref.isVirtual, let refusal = FIDO2Session.reportLengthRefusal(ref.path, sys: sys) { throw refusal }
-    self.ref = ref
-    self.trace = trace
-    let context = FIDO2IO.Context(readDeadlineMs: ms)
-    let fd =
-      ref.isVirtual
-      ? VirtualFIDOIO.connectSocket(ref.path, deadlineMs: ms) : HidrawFIDOIO.openLocked(ref.path, context: context)
-    guard let fd else {
-      let why = errno
-      if context.timedOut { throw .noAnswer(operation: "open") }  // another process keeps the key
-      if [ENOENT, ECONNREFUSED, ENODEV, ENXIO].contains(why) { throw .smartCard(.cardRemoved(reader: ref.path)) }
-      throw .fido2(FIDO_ERR_INTERNAL, operation: "open")  // what libfido2's open says of a failed open
-    }
-    handle = FIDO2IO.Handle(fd: fd, context: context)
-    try initialize(ms: ms)
-  }
+  static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-  deinit { close(handle.fd) }  // releases a hidraw node's lock
-
-  /// CTAPHID_INIT on the broadcast channel with a random nonce; the answer carrying that nonce gives the channel
-  /// (answers to other nonces are passed over).
-  private func initialize(ms: Int32) throws(TokenError) {
-    var random = SystemRandomNumberGenerator()  // one getrandom for the 8 bytes, not one per byte
-    let nonce = withUnsafeBytes(of: random.next() as UInt64) { Array($0) }
-    trace?("fido2 > CTAPHID_INIT")
-    try send(FIDO2IO.CTAPHID.initialize, nonce, operation: "open")
-    let end = Self.deadline(ms)
+  /// Reads every key in `refs` on this thread, each bounded by `deadlines.probeMs` per request; in `refs` order.
+  static func read(_ refs: [FIDO2DeviceRef], deadlines: FIDO2Deadlines, tracing: Bool, details: Bool)
+    -> [CTAPHIDChannel]
+  {
+    let keys = refs.map { CTAPHIDChannel($0, ms: deadlines.probeMs, details: details, tracing: tracing) }
+    for key in keys { key.start() }
     while true {
-      // nonce (8), channel (4), CTAPHID protocol version, major, minor, build, capabilities (CTAP 2.1 §11.2.9.1.3)
-      let answer = try receive(FIDO2IO.CTAPHID.initialize, operation: "open", until: end)
-      guard answer.count >= 17 else { throw .malformedResponse(operation: "open") }
-      guard Array(answer[0..<8]) == nonce else { continue }
-      channel = Array(answer[8..<12])
-      capabilities = answer[16]
-      trace?("fido2 < CTAPHID_INIT: channel \(channel.hexString), capabilities \([capabilities].hexString)")
-      return
+      let open = keys.filter { $0.result == nil }
+      guard let wake = open.map(\.wakeAt).min() else { return keys }
+      // A key waiting for its lock has no descriptor yet: poll skips a negative one.
+      var fds = open.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+      let now = now()
+      let timeout = wake <= now ? 0 : Int32(min(UInt64(Int32.max), (wake - now + 999_999) / 1_000_000))
+      if poll(&fds, nfds_t(fds.count), timeout) < 0 && errno != EINTR {
+        for key in open { key.fail(.fido2(FIDO_ERR_RX, operation: key.step.operation)) }
+        return keys
+      }
+      for (key, p) in zip(open, fds) {
+        if p.fd >= 0, p.revents != 0 { key.readable() } else { key.timePassed() }
+      }
     }
   }
 
-  /// getInfo (CTAP 2.1 §6.4).
-  func info(ms: Int32) throws(TokenError) -> FIDO2Info {
-    trace?("fido2 > getInfo")
-    let body = try cbor([0x04], operation: "getInfo", ms: ms)
-    guard let info = FIDO2GetInfo.parse(body) else { throw .malformedResponse(operation: "getInfo") }
-    trace?("fido2 < getInfo: \(body.count) bytes")
-    return info
-  }
+  /// When the loop must look at this key even if nothing arrives: its deadline, or its next try at a lock.
+  var wakeAt: UInt64 { retryAt.map { min($0, deadline) } ?? deadline }
 
-  /// Tries left, none spent: getPINRetries (clientPIN subCommand 0x01, pinRetries 0x03) or getUVRetries (0x07,
-  /// uvRetries 0x05). The request is libfido2's (pin.c): {pinUvAuthProtocol: 1, subCommand}.
-  func retries(uv: Bool, ms: Int32) throws(TokenError) -> Int {
-    let operation = uv ? "getUVRetries" : "getPINRetries"
-    trace?("fido2 > clientPIN \(operation)")
-    let body = try cbor([0x06, 0xA2, 0x01, 0x01, 0x02, uv ? 0x07 : 0x01], operation: operation, ms: ms)
-    guard let n = FIDO2GetInfo.unsigned(uv ? 0x05 : 0x03, inMap: body), n <= 255 else {
-      throw .malformedResponse(operation: operation)
+  private func trace(_ line: @autoclosure () -> String) { lines?.append(line()) }
+
+  private func fail(_ error: TokenError) {
+    if fd >= 0 {
+      close(fd)
+      fd = -1
     }
-    trace?("fido2 < \(operation): \(n)")
-    return Int(n)
+    result = .failure(error)
   }
 
-  /// One CTAPHID_CBOR exchange: the CBOR after a status of 0 (success); another status is the key's error.
-  private func cbor(_ request: [UInt8], operation: String, ms: Int32) throws(TokenError) -> [UInt8] {
-    try send(FIDO2IO.CTAPHID.cbor, request, operation: operation)
-    let message = try receive(FIDO2IO.CTAPHID.cbor, operation: operation, until: Self.deadline(ms))
-    guard let status = message.first else { throw .malformedResponse(operation: operation) }
-    guard status == 0 else { throw FIDO2Session.error(Int32(status), operation) }
-    return Array(message.dropFirst())
+  /// Opens the transport and sends CTAPHID_INIT; a hidraw node another process keeps locked is tried again later
+  /// (`timePassed`), until the deadline.
+  func start() {
+    let now = Self.now()
+    if step == .opening && retryAt == nil { deadline = now + UInt64(max(1, ms)) * 1_000_000 }
+    retryAt = nil
+    if ref.isVirtual {
+      guard let s = VirtualFIDOIO.connectSocket(ref.path, deadlineMs: ms) else {
+        return fail(Self.openError(errno, ref))
+      }
+      fd = s
+    } else {
+      if let refusal = FIDO2Session.reportLengthRefusal(ref.path, sys: sys) { return fail(refusal) }
+      switch HidrawFIDOIO.tryOpenLocked(ref.path) {
+      case .opened(let d): fd = d
+      case .busy:
+        guard now < deadline else { return fail(.noAnswer(operation: "open")) }  // another process keeps the key
+        retryAt = now + pauseMs * 1_000_000
+        pauseMs = min(pauseMs * 2, 100)
+        return
+      case .notOpened(let why), .failed(let why): return fail(Self.openError(why, ref))
+      }
+    }
+    var random = SystemRandomNumberGenerator()  // one getrandom for the 8 bytes, not one per byte
+    nonce = withUnsafeBytes(of: random.next() as UInt64) { Array($0) }
+    trace("fido2 > CTAPHID_INIT")
+    send(.initialize, FIDO2IO.CTAPHID.initialize, nonce)
   }
 
-  static func deadline(_ ms: Int32) -> UInt64 {
-    DispatchTime.now().uptimeNanoseconds + UInt64(max(0, ms)) * 1_000_000
+  /// A key gone (no socket, no node) is removed; any other failed open is what libfido2's open says of it.
+  static func openError(_ why: Int32, _ ref: FIDO2DeviceRef) -> TokenError {
+    [ENOENT, ECONNREFUSED, ENODEV, ENXIO].contains(why)
+      ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(FIDO_ERR_INTERNAL, operation: "open")
   }
 
-  /// One request in one initialization packet (every request here is at most 57 bytes).
-  private func send(_ command: UInt8, _ payload: [UInt8], operation: String) throws(TokenError) {
+  /// Nothing arrived: a lock to try again, or a deadline passed. The UV tries are only a detail: without them the
+  /// key is still listed (as `FIDO2Session.uvRetries` gives nil).
+  func timePassed() {
+    let now = Self.now()
+    if let retryAt, retryAt <= now { return start() }
+    guard now >= deadline else { return }
+    if step == .uvRetries { return askPINRetriesOrFinish() }
+    fail(.noAnswer(operation: step.operation))
+  }
+
+  /// One request in one initialization packet (every request here is at most 57 bytes), with a new deadline.
+  private func send(_ next: Step, _ command: UInt8, _ payload: [UInt8]) {
     precondition(payload.count <= 57, "a CTAPHID request of one packet")
+    step = next
+    message = FIDO2IO.Reassembly(channel: channel, command: command)
+    deadline = Self.now() + UInt64(max(0, ms)) * 1_000_000
     var report = [UInt8](repeating: 0, count: 65)  // report ID 0, then the 64-byte report
     report.replaceSubrange(1..<5, with: channel)
     report[5] = command
-    report[6] = 0
     report[7] = UInt8(payload.count)
     report.replaceSubrange(8..<8 + payload.count, with: payload)
-    let (fd, virtual) = (handle.fd, ref.isVirtual)
+    let (fd, virtual) = (fd, ref.isVirtual)
     var n: Int
     repeat {
       n = report.withUnsafeBytes { raw in
@@ -123,46 +175,115 @@ final class CTAPHIDChannel {
       }
     } while n < 0 && errno == EINTR
     if n == (virtual ? 64 : 65) { return }
-    if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw .noAnswer(operation: operation) }  // SO_SNDTIMEO
-    throw transportFailed(operation)
+    // SO_SNDTIMEO (a peer that stopped reading) or the key gone.
+    fail(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? .noAnswer(operation: next.operation) : transportFailed())
   }
 
-  /// The message of `command` on this channel, from its reports; KEEPALIVE and other channels' reports are passed
-  /// over. Nothing by `end` (uptime nanoseconds) is `.noAnswer`.
-  private func receive(_ command: UInt8, operation: String, until end: UInt64) throws(TokenError) -> [UInt8] {
-    var message = FIDO2IO.Reassembly(channel: channel, command: command)
+  /// One report: KEEPALIVE and other channels' reports are passed over; a complete message goes on with the
+  /// exchange. CTAPHID_ERROR (e.g. ERR_CHANNEL_BUSY) is reported as libfido2 reports it, a failed receive.
+  func readable() {
     var report = [UInt8](repeating: 0, count: 64)
-    let (fd, virtual) = (handle.fd, ref.isVirtual)
-    while true {
-      let now = DispatchTime.now().uptimeNanoseconds
-      let left = now >= end ? 0 : Int32(min(UInt64(Int32.max), (end - now + 999_999) / 1_000_000))
-      switch FIDO2IO.waitReadable(fd, limitMs: left) {
-      case .readable: break
-      case .timedOut: throw .noAnswer(operation: operation)
-      case .failed: throw transportFailed(operation)
+    let (fd, virtual) = (fd, ref.isVirtual)
+    var n: Int
+    repeat {
+      n = report.withUnsafeMutableBytes { raw in
+        virtual ? recv(fd, raw.baseAddress!, 64, Int32(MSG_DONTWAIT)) : Glibc.read(fd, raw.baseAddress!, 64)
       }
-      var n: Int
-      repeat {
-        n = report.withUnsafeMutableBytes { raw in
-          virtual ? recv(fd, raw.baseAddress!, 64, Int32(MSG_DONTWAIT)) : read(fd, raw.baseAddress!, 64)
-        }
-      } while n < 0 && errno == EINTR
-      guard n == 64 else { throw transportFailed(operation) }
-      guard Array(report[0..<4]) == channel, report[4] != FIDO2IO.CTAPHID.keepalive else { continue }
-      // CTAPHID_ERROR (e.g. ERR_CHANNEL_BUSY): libfido2 reports it as a failed receive.
-      if report[4] == FIDO2IO.CTAPHID.error { throw .fido2(FIDO_ERR_RX, operation: operation) }
-      switch report.withUnsafeBufferPointer({ message.add($0) }) {
-      case .more: continue
-      case .done(let m): return m
-      case .failed: throw .fido2(FIDO_ERR_RX, operation: operation)
-      }
+    } while n < 0 && errno == EINTR
+    if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return timePassed() }
+    guard n == 64 else { return fail(transportFailed()) }
+    guard Array(report[0..<4]) == channel, report[4] != FIDO2IO.CTAPHID.keepalive else { return timePassed() }
+    if report[4] == FIDO2IO.CTAPHID.error { return fail(.fido2(FIDO_ERR_RX, operation: step.operation)) }
+    switch report.withUnsafeBufferPointer({ message.add($0) }) {
+    case .more: timePassed()
+    case .done(let m): answered(m)
+    case .failed: fail(.fido2(FIDO_ERR_RX, operation: step.operation))
     }
+  }
+
+  /// A complete answer to the current step's request.
+  private func answered(_ m: [UInt8]) {
+    switch step {
+    case .opening: break
+    case .initialize:
+      // nonce (8), channel (4), CTAPHID protocol version, major, minor, build, capabilities (CTAP 2.1 §11.2.9.1.3)
+      guard m.count >= 17 else { return fail(.malformedResponse(operation: "open")) }
+      guard Array(m[0..<8]) == nonce else {  // an answer to another INIT on the broadcast channel
+        message = FIDO2IO.Reassembly(channel: channel, command: FIDO2IO.CTAPHID.initialize)
+        return
+      }
+      channel = Array(m[8..<12])
+      capabilities = m[16]
+      trace("fido2 < CTAPHID_INIT: channel \(channel.hexString), capabilities \([capabilities].hexString)")
+      // libfido2 would open a key without CTAP2 as a U2F key, whose getInfo then fails: not one to list as usable.
+      guard speaksCTAP2 else {
+        return fail(.unsupported("FIDO2 (CTAP2): it answered CTAPHID_INIT as a U2F-only key"))
+      }
+      trace("fido2 > getInfo")
+      send(.getInfo, FIDO2IO.CTAPHID.cbor, [0x04])
+    case .getInfo:
+      guard case .success(let body) = Self.status(m, "getInfo") else { return fail(Self.statusError(m, "getInfo")) }
+      guard let parsed = FIDO2GetInfo.parse(body) else { return fail(.malformedResponse(operation: "getInfo")) }
+      trace("fido2 < getInfo: \(body.count) bytes")
+      info = parsed
+      if details, parsed.options["uv"] != nil { return askRetries(uv: true) }
+      askPINRetriesOrFinish()
+    case .uvRetries:
+      if case .success(let body) = Self.status(m, "getUVRetries"), let n = FIDO2GetInfo.unsigned(0x05, inMap: body),
+        n <= 255
+      {
+        trace("fido2 < getUVRetries: \(n)")
+        info?.uvRetries = Int(n)
+      }
+      askPINRetriesOrFinish()
+    case .pinRetries:
+      guard case .success(let body) = Self.status(m, "getPINRetries") else {
+        return fail(Self.statusError(m, "getPINRetries"))
+      }
+      guard let n = FIDO2GetInfo.unsigned(0x03, inMap: body), n <= 255, let info else {
+        return fail(.malformedResponse(operation: "getPINRetries"))
+      }
+      trace("fido2 < getPINRetries: \(n)")
+      finish(info, PINStatus(kind: .pin, retriesLeft: Int(n), maxRetries: 8))
+    }
+  }
+
+  /// Tries left, none spent: getPINRetries (clientPIN subCommand 0x01, pinRetries 0x03) or getUVRetries (0x07,
+  /// uvRetries 0x05). The request is libfido2's (pin.c): {pinUvAuthProtocol: 1, subCommand}.
+  private func askRetries(uv: Bool) {
+    let next = uv ? Step.uvRetries : .pinRetries
+    trace("fido2 > clientPIN \(next.operation)")
+    send(next, FIDO2IO.CTAPHID.cbor, [0x06, 0xA2, 0x01, 0x01, 0x02, uv ? 0x07 : 0x01])
+  }
+
+  private func askPINRetriesOrFinish() {
+    guard let info else { return fail(.malformedResponse(operation: "getInfo")) }
+    if info.pinIsSet { return askRetries(uv: false) }
+    finish(info, nil)
+  }
+
+  private func finish(_ info: FIDO2Info, _ pin: PINStatus?) {
+    close(fd)
+    fd = -1
+    result = .success((info, pin))
+  }
+
+  /// The CBOR after a status of 0 (success); nil for another status.
+  static func status(_ m: [UInt8], _ operation: String) -> Result<[UInt8], TokenError> {
+    guard let status = m.first else { return .failure(.malformedResponse(operation: operation)) }
+    guard status == 0 else { return .failure(FIDO2Session.error(Int32(status), operation)) }
+    return .success(Array(m.dropFirst()))
+  }
+
+  static func statusError(_ m: [UInt8], _ operation: String) -> TokenError {
+    if case .failure(let e) = status(m, operation) { return e }
+    return .malformedResponse(operation: operation)
   }
 
   /// A send or receive that failed: the key went away (its socket hung up, its hidraw node is going), else the
   /// failed receive libfido2 would report.
-  private func transportFailed(_ operation: String) -> TokenError {
+  private func transportFailed() -> TokenError {
     let gone = ref.isVirtual || FIDO2Session.nodeGoes(ref.path)
-    return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(FIDO_ERR_RX, operation: operation)
+    return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(FIDO_ERR_RX, operation: step.operation)
   }
 }

@@ -36,35 +36,51 @@ enum HidrawFIDOIO {
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(1, context.readDeadlineMs)) * 1_000_000
     var pauseMs: UInt32 = 10
     while true {
-      var fd: Int32
-      repeat { fd = open(path, O_RDWR | O_CLOEXEC) } while fd < 0 && errno == EINTR
-      guard fd >= 0 else {
+      switch tryOpenLocked(path) {
+      case .opened(let fd): return fd
+      case .notOpened:
         context.peerGone = true
         return nil
-      }
-      var st = stat()
-      guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFCHR else {
-        close(fd)
-        return nil
-      }
-      var waited = false
-      while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-        guard errno == EWOULDBLOCK || errno == EINTR else {
-          close(fd)
-          return nil
-        }
+      case .failed: return nil
+      case .busy:
         guard DispatchTime.now().uptimeNanoseconds < end else {
           context.timedOut = true  // another process keeps the key
-          close(fd)
           return nil
         }
-        waited = true
         usleep(pauseMs * 1000)
         pauseMs = min(pauseMs * 2, 100)
       }
-      if !waited { return fd }
-      close(fd)  // its queue holds the other process's reports: open afresh, and lock again
     }
+  }
+
+  enum TryOpen: Equatable {
+    case opened(Int32)
+    /// Another process holds the lock: try again later, on a fresh descriptor (this one queued every input report
+    /// the other process's exchange produced).
+    case busy
+    /// The node could not be opened (errno): gone, or not ours to open.
+    case notOpened(Int32)
+    /// Opened, but not a character device (0) or not lockable (errno).
+    case failed(Int32)
+  }
+
+  /// One try: open read-write, check it is a character device, take the exclusive lock without waiting.
+  static func tryOpenLocked(_ path: String) -> TryOpen {
+    var fd: Int32
+    repeat { fd = open(path, O_RDWR | O_CLOEXEC) } while fd < 0 && errno == EINTR
+    guard fd >= 0 else { return .notOpened(errno) }
+    var st = stat()
+    guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFCHR else {
+      close(fd)
+      return .failed(0)
+    }
+    while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+      if errno == EINTR { continue }
+      let why = errno
+      close(fd)
+      return why == EWOULDBLOCK ? .busy : .failed(why)
+    }
+    return .opened(fd)
   }
 
   /// Closing the descriptor releases the lock.
