@@ -99,7 +99,7 @@ public final class FIDO2Session {
     let named =
       virtualPaths
       ?? (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").split(separator: ":").map(String.init)
-    return named.filter { FileManager.default.fileExists(atPath: $0) }
+    return named.filter { access($0, F_OK) == 0 }  // not FileManager: 2% of a four-key listing's CPU (perf)
   }
 
   /// Whether a key may be present: a virtual key's socket, or a hidraw node with the FIDO usage page. Without
