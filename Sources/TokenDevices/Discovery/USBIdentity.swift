@@ -52,25 +52,36 @@ public struct USBIdentity: Equatable, Sendable {
   /// The USB device behind a PC/SC reader: pcscd (libccid) names a reader "Name [Interface] (USB serial) 00 00",
   /// so the device with a CCID interface whose serial is in the name. Nil when none or several match.
   public static func forReader(_ reader: String, sys: String = "/sys") -> USBIdentity? {
+    forReader(reader, among: ccidDevices(sys: sys))
+  }
+
+  /// The USB devices with a CCID interface and a serial number: what `forReader` matches reader names against.
+  static func ccidDevices(sys: String = "/sys") -> [USBIdentity] {
     let devices = Directory.names("\(sys)/bus/usb/devices") ?? []
-    let matches = devices.filter { !$0.contains(":") }.compactMap { name -> USBIdentity? in
-      guard let id = try? of(name, sys: sys), id.hasCCID, let serial = id.serial, reader.contains("(\(serial))")
-      else { return nil }
+    return devices.filter { !$0.contains(":") }.compactMap { name -> USBIdentity? in
+      guard let id = try? of(name, sys: sys), id.hasCCID, id.serial != nil else { return nil }
       return id
     }
+  }
+
+  static func forReader(_ reader: String, among devices: [USBIdentity]) -> USBIdentity? {
+    let matches = devices.filter { reader.contains("(\($0.serial ?? ""))") }
     return matches.count == 1 ? matches[0] : nil
   }
 
   /// Marks the tokens that share a USB device: `usbDevice` on each, `sameDeviceAs` with the others' ids.
   public static func group(_ tokens: [TokenInfo], sys: String = "/sys") -> [TokenInfo] {
     var out = tokens
+    // Read once for all the cards (sysfs is walked device by device: per card, that was cards × devices walks).
+    var ccid: [USBIdentity]?
     for i in out.indices {
       let t = out[i]
       let node = String(t.id.dropFirst("fido2-".count))
       if t.kind == .fido2, t.id.hasPrefix("fido2-hidraw"), node.dropFirst(6).allSatisfy(\.isNumber) {
         out[i].usbDevice = (try? of(node, sys: sys))?.key
       } else if let reader = t.reader {
-        out[i].usbDevice = forReader(reader, sys: sys)?.key
+        if ccid == nil { ccid = ccidDevices(sys: sys) }
+        out[i].usbDevice = forReader(reader, among: ccid ?? [])?.key
       }
     }
     for i in out.indices {
