@@ -66,7 +66,7 @@ extension FIDO2Info: JSONWritable {
       w.field("minPINLength", minPINLength)
       w.key("options")
       w.object { w in
-        for name in options.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+        for name in JSONText.sortedKeys(options.keys) {
           w.field(name, options[name])
         }
       }

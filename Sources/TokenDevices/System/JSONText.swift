@@ -28,10 +28,9 @@ public enum JSONText {
     let root = Node()
     try value.encode(to: NodeEncoder(node: root, context: context, codingPath: []))
     if case .unset = root.kind { throw Unsupported.nothingEncoded }
-    var out: [UInt8] = []
-    out.reserveCapacity(4096)
-    write(root, indent: 0, into: &out)
-    return String(decoding: out, as: UTF8.self)
+    var w = Writer()
+    write(root, into: &w)
+    return w.text
   }
 
   // MARK: - The value tree
@@ -63,43 +62,26 @@ public enum JSONText {
 
   // MARK: - Writing
 
-  /// Into UTF-8 bytes, made a `String` once at the end: appending to a `String` piece by piece (a space at a time
-  /// for the indent) was 1.7M instructions of a 12-token `tokens --json` (callgrind).
-  static func write(_ node: Node, indent: Int, into out: inout [UInt8]) {
+  /// Through `Writer`, which keeps the layout (indentation, commas, empty containers) in one place.
+  static func write(_ node: Node, into w: inout Writer) {
     switch node.kind {
-    case .unset, .null: put("null", &out)
-    case .literal(let s): out.append(contentsOf: s.utf8)
-    case .string(let s): writeString(s, into: &out)
-    case .array(let items):
-      put("[\n", &out)
-      if items.isEmpty {
-        put("\n", &out)
-      } else {
-        for (i, item) in items.enumerated() {
-          pad(indent + 2, &out)
-          write(item, indent: indent + 2, into: &out)
-          put(i == items.count - 1 ? "\n" : ",\n", &out)
-        }
-      }
-      pad(indent, &out)
-      put("]", &out)
+    case .unset, .null: w.literal("null")
+    case .literal(let s): w.literal(s)
+    case .string(let s): w.string(s)
+    case .array(let items): w.array { w in for item in items { write(item, into: &w) } }
     case .object(let fields):
-      put("{\n", &out)
-      if fields.isEmpty {
-        put("\n", &out)
-      } else {
-        let keys = fields.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        for (i, key) in keys.enumerated() {
-          pad(indent + 2, &out)
-          writeString(key, into: &out)
-          put(" : ", &out)
-          write(fields[key]!, indent: indent + 2, into: &out)
-          put(i == keys.count - 1 ? "\n" : ",\n", &out)
+      w.object { w in
+        for key in sortedKeys(fields.keys) {
+          w.key(key)
+          write(fields[key]!, into: &w)
         }
       }
-      pad(indent, &out)
-      put("}", &out)
     }
+  }
+
+  /// Keys in the order JSONEncoder's `.sortedKeys` writes them: by their UTF-8 bytes.
+  static func sortedKeys(_ keys: some Collection<String>) -> [String] {
+    keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
   }
 
   static func put(_ s: StaticString, _ out: inout [UInt8]) {
@@ -325,9 +307,11 @@ public enum JSONText {
 }
 
 extension JSONText {
-  /// Writes JSON text the way `encode` does (JSONEncoder's pretty, sorted layout) without a value tree or
-  /// `Encodable`, for types that write themselves (`TokenInfo.json`). The caller writes an object's fields in
-  /// sorted key order; the writer does the commas, new lines and indentation.
+  /// Writes JSON text in JSONEncoder's pretty, sorted layout, into UTF-8 bytes made a `String` once at the end
+  /// (appending to a `String` piece by piece, a space at a time for the indent, was 1.7M instructions of a 12-token
+  /// `tokens --json`, callgrind). `encode` writes its value tree with it; types that write themselves
+  /// (`TokenInfo.json`) use it without a tree or `Encodable`. The caller writes an object's fields in sorted key
+  /// order; the writer does the commas, new lines and indentation.
   public struct Writer {
     public private(set) var bytes: [UInt8] = []
     /// How many items each open array or object holds so far, innermost last.
@@ -347,7 +331,7 @@ extension JSONText {
     }
 
     private mutating func open(_ bracket: UInt8) {
-      _ = value()
+      value()
       bytes.append(bracket)
       counts.append(0)
     }
@@ -382,27 +366,33 @@ extension JSONText {
       counts.append(-1)  // the value that follows: no separator, no new line
     }
 
-    private mutating func value() -> Bool {
+    /// Before a value: right after its key, or as an item of its own.
+    private mutating func value() {
       if counts.last == -1 {
         counts.removeLast()
-        return true
+      } else {
+        item()
       }
-      item()
-      return false
+    }
+
+    /// A value written as it is (`null`, or the text of a number or Boolean the encoder already made).
+    mutating func literal(_ s: String) {
+      value()
+      bytes.append(contentsOf: s.utf8)
     }
 
     public mutating func string(_ s: String) {
-      _ = value()
+      value()
       writeString(s, into: &bytes)
     }
 
     public mutating func integer(_ n: some BinaryInteger) {
-      _ = value()
+      value()
       bytes.append(contentsOf: String(n).utf8)
     }
 
     public mutating func bool(_ b: Bool) {
-      _ = value()
+      value()
       put(b ? "true" : "false", &bytes)
     }
 
