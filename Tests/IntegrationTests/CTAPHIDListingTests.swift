@@ -16,7 +16,7 @@ struct CTAPHIDListingTests {
   static let quick = FIDO2Deadlines(probeMs: 500, commandMs: 500, userPresenceMs: 500)
 
   static func listed(_ ref: FIDO2DeviceRef) -> Result<TokenInfo, TokenError> {
-    switch TokenDiscovery.listProbe(ref, deadlines: quick, tracing: false, details: true).0 {
+    switch TokenDiscovery.listed(CTAPHIDChannel.read([ref], deadlines: quick, tracing: false, details: true)[0]).0 {
     case .listed(let t): .success(t)
     case .unusable(let u): .failure(u.reason)
     case .found: .failure(.unsupported("a session (a listing opens none)"))

@@ -198,9 +198,10 @@ public struct TokenDiscovery {
     }
   }
 
-  /// FIDO2 keys: getInfo and PIN retries (no try spent), each key on its own thread with its own deadlines,
-  /// started before PC/SC discovery and collected after it, so one silent key delays nothing but itself and
-  /// is reported as `.noAnswer`. Trace lines are collected per key and replayed in order by `collect`.
+  /// FIDO2 keys: getInfo and PIN retries (no try spent), each with its own deadlines, started before PC/SC discovery
+  /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. A session
+  /// is opened on each key by a thread of its own; a listing reads them all on the calling thread (one poll over
+  /// every key, `CTAPHIDChannel.read`). Trace lines are collected per key and replayed in order by `collect`.
   static func startFIDO2Probes(
     virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool,
     sessions: Bool = true
@@ -273,15 +274,8 @@ public struct TokenDiscovery {
     }
   }
 
-  /// What `probe` reads, read over our own CTAPHID (`CTAPHIDChannel`) for a listing: INIT, getInfo, the PIN tries
-  /// when a PIN is set, and with `details` the UV tries of a key with built-in UV. No session, no libfido2.
-  static func listProbe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool)
-    -> (FIDO2Probe, [String])
-  {
-    listed(CTAPHIDChannel.read([ref], deadlines: deadlines, tracing: tracing, details: details)[0])
-  }
-
-  /// A key's entry, or why it cannot be used, from its finished exchange.
+  /// A key read for a listing (`CTAPHIDChannel`: what `probe` reads, without libfido2), or why it cannot be used,
+  /// from its finished exchange.
   static func listed(_ key: CTAPHIDChannel) -> (FIDO2Probe, [String]) {
     let lines = key.lines ?? []
     switch key.result {
@@ -327,8 +321,8 @@ public struct TokenDiscovery {
     // No libfido2: PIV cards still work; its absence matters only when no card was found either. No key
     // possible (no FIDO hidraw node, no virtual key): libfido2 is not even loaded.
     //
-    // The FIDO2 side runs beside the PC/SC side: loading libfido2 (and libcrypto with it) alone takes 0.85 ms,
-    // then each key has a probe thread of its own. PC/SC needs only how many keys to expect (for a lone card's
+    // The FIDO2 side runs beside the PC/SC side: for sessions it loads libfido2 (and libcrypto with it: 0.85 ms
+    // alone), then each key has a probe thread of its own; a listing reads every key on this side's thread. PC/SC needs only how many keys to expect (for a lone card's
     // `detailed`), which sysfs and the virtual key list tell without libfido2.
     let expectedKeys = includeFIDO2 ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
     let lookForKeys = expectedKeys > 0  // `keysPossible`, from the same one look at sysfs

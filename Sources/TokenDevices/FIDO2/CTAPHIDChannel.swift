@@ -115,7 +115,7 @@ final class CTAPHIDChannel {
   /// (`timePassed`), until the deadline.
   func start() {
     let now = Self.now()
-    if step == .opening && retryAt == nil { deadline = now + UInt64(max(1, ms)) * 1_000_000 }
+    if retryAt == nil { deadline = now + UInt64(max(1, ms)) * 1_000_000 }  // the first try: the lock's deadline
     retryAt = nil
     if ref.isVirtual {
       guard let s = VirtualFIDOIO.connectSocket(ref.path, deadlineMs: ms) else {
@@ -222,7 +222,7 @@ final class CTAPHIDChannel {
       trace("fido2 > getInfo")
       send(.getInfo, FIDO2IO.CTAPHID.cbor, [0x04])
     case .getInfo:
-      guard case .success(let body) = Self.status(m, "getInfo") else { return fail(Self.statusError(m, "getInfo")) }
+      guard let body = body(m, "getInfo") else { return }
       guard let parsed = FIDO2GetInfo.parse(body) else { return fail(.malformedResponse(operation: "getInfo")) }
       trace("fido2 < getInfo: \(body.count) bytes")
       info = parsed
@@ -237,9 +237,7 @@ final class CTAPHIDChannel {
       }
       askPINRetriesOrFinish()
     case .pinRetries:
-      guard case .success(let body) = Self.status(m, "getPINRetries") else {
-        return fail(Self.statusError(m, "getPINRetries"))
-      }
+      guard let body = body(m, "getPINRetries") else { return }
       guard let n = FIDO2GetInfo.unsigned(0x03, inMap: body), n <= 255, let info else {
         return fail(.malformedResponse(operation: "getPINRetries"))
       }
@@ -268,16 +266,21 @@ final class CTAPHIDChannel {
     result = .success((info, pin))
   }
 
-  /// The CBOR after a status of 0 (success); nil for another status.
+  /// The CBOR after a status of 0 (success); a message without one is malformed, another status is the key's error.
   static func status(_ m: [UInt8], _ operation: String) -> Result<[UInt8], TokenError> {
     guard let status = m.first else { return .failure(.malformedResponse(operation: operation)) }
     guard status == 0 else { return .failure(FIDO2Session.error(Int32(status), operation)) }
     return .success(Array(m.dropFirst()))
   }
 
-  static func statusError(_ m: [UInt8], _ operation: String) -> TokenError {
-    if case .failure(let e) = status(m, operation) { return e }
-    return .malformedResponse(operation: operation)
+  /// `status`, ending the exchange with its error (nil) when the key did not answer success.
+  private func body(_ m: [UInt8], _ operation: String) -> [UInt8]? {
+    switch Self.status(m, operation) {
+    case .success(let body): return body
+    case .failure(let error):
+      fail(error)
+      return nil
+    }
   }
 
   /// A send or receive that failed: the key went away (its socket hung up, its hidraw node is going), else the
