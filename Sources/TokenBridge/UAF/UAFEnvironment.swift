@@ -187,7 +187,7 @@ public struct TokenListing: Sendable {
       do throws(TokenError) { r = try discovery.discover() } catch { throw .token(error) }
       let tokens = USBIdentity.merge(USBIdentity.group(r.tokens))
       if wait != nil {
-        if let id, !tokens.contains(where: { $0.id == id || $0.ids?.contains(id) == true }) {
+        if let id, !tokens.contains(where: { $0.isNamed(id) }) {
           throw .tokenNotFound(id, available: tokens)
         }
         if tokens.isEmpty { throw .noToken(readers: r.readerCount, emptyReaders: r.emptyReaders, unusable: []) }
@@ -202,7 +202,7 @@ public struct TokenListing: Sendable {
       return
     }
     // The named token only; what else was seen (empty readers, other tokens' problems) is not asked about.
-    let named = tokens.filter { $0.id == id || $0.ids?.contains(id) == true }
+    let named = tokens.filter { $0.isNamed(id) }
     if named.isEmpty {
       // A token seen but not usable is named with its reason, as a command about it would say.
       if let u = r.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }
@@ -212,6 +212,11 @@ public struct TokenListing: Sendable {
     emptyReaders = []
     problems = []
   }
+}
+
+extension TokenInfo {
+  /// `id` names this listing entry: its own id, or either id of one physical token (`USBIdentity.merge`).
+  func isNamed(_ id: String) -> Bool { self.id == id || ids?.contains(id) == true }
 }
 
 /// What a discovery saw and could not use, each with where and why: unusable cards and keys (by reader or device),
