@@ -37,7 +37,11 @@ let package = Package(
     // Protocol core: pure Swift, no I/O.
     .target(name: "UAFCore"),
     // Device layer: PC/SC + PIV, libfido2, libusb. Knows nothing of UAF.
-    .target(name: "TokenDevices", dependencies: ["CPCSC", "CFido2", "CUSB", "CLibCrypto", "CLazy"]),
+    .target(
+      name: "TokenDevices",
+      dependencies: [
+        "CPCSC", "CFido2", "CUSB", "CLibCrypto", "CLazy", .product(name: "Crypto", package: "swift-crypto"),
+      ]),
     // Client library: operations and interaction protocols.
     .target(
       name: "TokenBridge",

@@ -713,6 +713,7 @@ const char *const tb_lazy_names_TB_LIB_CRYPTO[] = {
     "EVP_CipherUpdate",
     "EVP_aes_128_ecb",
     "EVP_aes_192_ecb",
+    "EVP_aes_256_cbc",
     "EVP_aes_256_ecb",
     "EVP_des_ede3_ecb",
     "RAND_bytes",
@@ -747,16 +748,20 @@ const EVP_CIPHER *EVP_aes_192_ecb(void) {
   return ((__typeof__(&EVP_aes_192_ecb))tb_lazy_function(TB_LIB_CRYPTO, 6))();
 }
 
+const EVP_CIPHER *EVP_aes_256_cbc(void) {
+  return ((__typeof__(&EVP_aes_256_cbc))tb_lazy_function(TB_LIB_CRYPTO, 7))();
+}
+
 const EVP_CIPHER *EVP_aes_256_ecb(void) {
-  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 7))();
+  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 8))();
 }
 
 const EVP_CIPHER *EVP_des_ede3_ecb(void) {
-  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 8))();
+  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 9))();
 }
 
 int RAND_bytes(unsigned char *a0, int a1) {
-  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 9))(a0, a1);
+  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 10))(a0, a1);
 }
 
 #pragma GCC visibility pop

@@ -123,6 +123,7 @@ struct FIDO2: ParsableCommand {
   @Option(help: "Write the process id here once running.") var pidFile: String?
   @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
   @Flag(help: "Start with forcePINChange set (the PIN must be changed before it is used).") var forcePinChange = false
+  @Flag(help: "Answer as a CTAP 2.0 key: PIN protocol 1 only, no PIN token with permissions.") var ctap20 = false
 
   func validate() throws {
     guard UserPresence(rawValue: presence) != nil else {
@@ -144,6 +145,7 @@ struct FIDO2: ParsableCommand {
     let key = VirtualFIDO2Key(state: initial)
     key.presence = UserPresence(rawValue: presence)!
     key.resetWindow = resetWindow
+    key.ctap20 = ctap20
     key.onStateChange = { s in
       do { try s.save(url) } catch { log("cannot save state: \(error)") }
     }

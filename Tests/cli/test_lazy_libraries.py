@@ -292,9 +292,14 @@ def key(tmp_path):
     k.stop()
 
 
-def test_a_fido2_command_loads_libfido2(home, key):
+def test_a_fido2_command_speaks_ctap_itself_and_loads_no_libfido2(home, key):
+    """A command's FIDO2 session speaks over a CTAPHID channel of its own (CTAP2Link): getInfo, tries, the PIN
+    protocol, makeCredential and getAssertion need no libfido2; only credential management loads it."""
     libs, r = loaded_libraries(home, "fido2", "info", "--json", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock})
     assert r.returncode == 0 and json.loads(r.stdout)["aaguid"], r.stdout + r.stderr
+    assert libs, "LD_DEBUG=files printed nothing: the check would see nothing"
+    assert not [l for l in libs if l.startswith(("libfido2", "libcbor"))], sorted(libs)
+    libs, r = loaded_libraries(home, "fido2", "credentials", "list", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock})
     assert "libfido2.so.1" in libs, sorted(libs)
 
 
@@ -322,7 +327,11 @@ def hiding(soname):
 
 
 def test_missing_libfido2_is_a_clear_error(home, key):
-    r = run(home, "pin", "status", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hiding("libfido2.so.1"))
+    """Credential management is the one FIDO2 path through libfido2: without it, that is said before any PIN."""
+    hidden = hiding("libfido2.so.1")
+    r = run(home, "pin", "status", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hidden)
+    assert r.returncode == 0 and "fido2-fido-sock" in r.stdout, r.stdout + r.stderr  # our own CTAP: no libfido2
+    r = run(home, "fido2", "credentials", "list", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hidden)
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("tokenbridge: libfido2.so.1 cannot be loaded ("), r.stderr
     assert "FIDO2 keys need it (Debian: apt install libfido2-1). Nothing was done." in r.stderr, r.stderr
@@ -334,12 +343,15 @@ def test_missing_libfido2_leaves_smart_cards_usable(home, card):
 
 
 def test_tokens_lists_fido2_keys_without_libfido2(home, card, key):
-    """The listing needs no libfido2 (its own CTAPHID); a command that uses the key says libfido2 is missing."""
+    """The listing needs no libfido2 (its own CTAPHID), nor `fido2 info` (a session's own channel); credential
+    management says libfido2 is missing."""
     hidden = hiding("libfido2.so.1")
     r = run(home, "tokens", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hidden)
     assert r.returncode == 0 and card.id in r.stdout and "kind: fido2" in r.stdout, r.stdout + r.stderr
     assert "cannot be loaded" not in r.stdout, r.stdout
     r = run(home, "fido2", "info", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hidden)
+    assert r.returncode == 0 and "fido2-fido-sock" in r.stdout, r.stdout + r.stderr
+    r = run(home, "fido2", "credentials", "list", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}, prefix=hidden)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FIDO2 keys need it (Debian: apt install libfido2-1). Nothing was done." in r.stderr, r.stderr
 

@@ -152,9 +152,14 @@ public struct FIDO2Maintenance {
     return hit
   }
 
+  /// Credential management goes through libfido2 (the one part of TokenBridge's FIDO2 that does): a missing libfido2
+  /// is said before the PIN is asked.
   func requireCredentialManagement(_ key: DiscoveredFIDO2) throws(OperationError) {
     let info: FIDO2Info
-    do { info = try key.session.info() } catch { throw .token(error) }
+    do {
+      try FIDO2Session.loadLibrary()
+      info = try key.session.info()
+    } catch { throw .token(error) }
     guard info.options["credMgmt"] == true || info.options["credentialMgmtPreview"] == true else {
       throw .token(.unsupported("credential management (CTAP 2.1 credMgmt)"))
     }
@@ -325,9 +330,6 @@ extension TokenSelection {
     let result: DiscoveryResult
     do { result = try discovery.discover() } catch { throw .token(error) }
     let keys = result.fido2Found
-    // No key usable because libfido2 cannot be loaded: that is the error, not "no token" (a card was found, so
-    // discovery kept the problem aside instead of throwing it).
-    if keys.isEmpty, let problem = result.fido2Problem { throw .token(problem) }
     if let id {
       if let hit = keys.first(where: { $0.info.id == id }) { return hit }
       if let u = result.unusableCards.first(where: { $0.id == id }) { throw .token(u.reason) }

@@ -58,12 +58,14 @@ public final class FIDO2Authenticator: TokenAuthenticator {
     key: DiscoveredFIDO2, timeout: Double, purpose: String, transaction: String? = nil, verifier: PinUserVerifier,
     _ body: ([UInt8]) throws(TokenError) -> T
   ) throws(OperationError) -> T {
-    // getInfo as the key answered it while opening (no request: `FIDO2Session.info()`), the tries as discovery
-    // read them a moment ago; afterwards the tries are read after each failure.
-    let info: FIDO2Info
-    do { info = try key.session.info() } catch { throw .token(error) }
-    guard info.pinIsSet else { throw .token(.pinNotSet) }
-    guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
+    // getInfo when discovery read it (no request here): a PIN not set, or one the key wants changed, is said before
+    // the PIN is asked. A command that did not read it (an assertion, `TokenDiscovery.fido2Info`) learns both from
+    // the key's refusal of the PIN token (PIN_NOT_SET, PIN_POLICY_VIOLATION), which spends no try. The tries are
+    // those discovery read a moment ago; afterwards the tries are read after each failure.
+    if let info = key.session.infoIfRead {
+      guard info.pinIsSet else { throw .token(.pinNotSet) }
+      guard !info.forcePINChange else { throw .token(.pinChangeRequired) }  // lead the user into pin change
+    }
     let engine = PinAttempts(
       token: key.info, kind: .pin, known: key.info.pin,
       readStatus: { () throws(TokenError) in try key.session.pinStatus() },

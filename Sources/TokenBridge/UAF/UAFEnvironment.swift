@@ -40,24 +40,26 @@ public struct UAFEnvironment {
 
   /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
   /// `details: false` when no prompt will show a PIV card's version or its PIN's maximum (`--pin-fd`).
+  /// `fido2Info: false` for a command that only signs in with registered keys (`TokenDiscovery.fido2Info`).
   public func tokens(
-    id: String?, trace: TraceSink?, details: Bool = true, wait: TokenWait? = nil,
+    id: String?, trace: TraceSink?, details: Bool = true, fido2Info: Bool = true, wait: TokenWait? = nil,
     touchCue: @escaping (TokenInfo) -> Void
   ) throws(OperationError) -> UAFTokens {
     try wait.run(id: id) { () throws(OperationError) in
-      let found = try tokensNow(id: id, trace: trace, details: details, touchCue: touchCue)
+      let found = try tokensNow(id: id, trace: trace, details: details, fido2Info: fido2Info, touchCue: touchCue)
       // Waiting: a command that needs a token needs at least one.
       if wait != nil && id == nil && found.infos.isEmpty { throw .noToken(readers: 0, emptyReaders: [], unusable: []) }
       return found
     }
   }
 
-  func tokensNow(id: String?, trace: TraceSink?, details: Bool, touchCue: @escaping (TokenInfo) -> Void)
-    throws(OperationError) -> UAFTokens
-  {
+  func tokensNow(
+    id: String?, trace: TraceSink?, details: Bool, fido2Info: Bool = true, touchCue: @escaping (TokenInfo) -> Void
+  ) throws(OperationError) -> UAFTokens {
     let result: DiscoveryResult
     var discovery = TokenDiscovery(trace: trace, includePUK: false)
     discovery.details = details
+    discovery.fido2Info = fido2Info
     discovery.onlyID = id  // the other tokens are not asked for their tries (nor FIDO2 keys opened)
     discovery.holdCards = true  // one SELECT and one read of the tries per command (HardwareNotes.md)
     do { result = try discovery.discover() } catch { throw .token(error) }
@@ -220,11 +222,10 @@ extension TokenInfo {
 }
 
 /// What a discovery saw and could not use, each with where and why: unusable cards and keys (by reader or device),
-/// and PC/SC or libfido2 themselves when they failed beside tokens that were found.
+/// and PC/SC itself when it failed beside tokens that were found.
 func seenNotUsable(_ r: DiscoveryResult) -> [(place: String, reason: String)] {
   var out = r.unusableCards.map { (place: displayable($0.reader), reason: ErrorReport.unusable($0.reason)) }
   if let p = r.pcscProblem { out.append(("smart cards", ErrorReport.smartCard(p).message)) }
-  if let p = r.fido2Problem { out.append(("FIDO2 keys", ErrorReport.token(p).message)) }
   return out
 }
 

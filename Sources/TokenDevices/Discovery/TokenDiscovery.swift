@@ -111,8 +111,6 @@ public struct DiscoveryResult {
   public var readerCount = 0
   /// PC/SC could not be used (e.g. pcscd not running) while FIDO2 keys were found.
   public var pcscProblem: SmartCardError?
-  /// FIDO2 keys could not be looked for (libfido2 cannot be loaded) while smart cards were found.
-  public var fido2Problem: TokenError?
 }
 
 /// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
@@ -160,6 +158,13 @@ public struct TokenDiscovery {
   /// loaded at all.
   public var sessions = true
 
+  /// With `sessions`: read each FIDO2 key's getInfo (its `TokenInfo.fido2`, capabilities and version). Off, a key's
+  /// session sends CTAPHID_INIT and getPINRetries only, and its entry has no `fido2` info: for a command that needs
+  /// nothing getInfo says before it uses the key (an assertion: the PIN protocol and token kind are found by the
+  /// key's answers, a PIN not set or a forced change by its refusal of the PIN). Issue 12: the assertion's
+  /// requests.
+  public var fido2Info = true
+
   /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
   public var fido2Deadlines: FIDO2Deadlines = .standard
 
@@ -200,15 +205,13 @@ public struct TokenDiscovery {
 
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each with its own deadlines, started before PC/SC discovery
   /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. A session
-  /// is opened on each key by a thread of its own; a listing reads them all on the calling thread (one poll over
+  /// (its own CTAPHID channel, no libfido2) is opened on each key by a thread of its own; a listing reads them all on the calling thread (one poll over
   /// every key, `CTAPHIDChannel.read`). Trace lines are collected per key and replayed in order by `collect`.
   static func startFIDO2Probes(
     virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool,
-    sessions: Bool = true
+    sessions: Bool = true, info: Bool = true
   ) -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
-    let all =
-      sessions
-      ? FIDO2Session.list(virtualPaths: virtualPaths) : FIDO2Session.listWithoutLibrary(virtualPaths: virtualPaths)
+    let all = FIDO2Session.listWithoutLibrary(virtualPaths: virtualPaths)
     let refs = all.filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     guard sessions else {
       // A listing reads every key on this thread, each with deadlines of its own (`CTAPHIDChannel.read`).
@@ -221,7 +224,9 @@ public struct TokenDiscovery {
     }
     return refs.map { ref in
       let outcome = ProbeOutcome()
-      POSIXThread.start { outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details)) }
+      POSIXThread.start {
+        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details, info: info))
+      }
       return (ref, outcome)
     }
   }
@@ -253,18 +258,22 @@ public struct TokenDiscovery {
     }
   }
 
-  /// Opens the key (CTAPHID_INIT and getInfo, inside libfido2; the getInfo answer is kept, `FIDO2Session.info()`)
-  /// and reads its PIN tries; with `details` also the UV tries (keys with built-in UV only).
-  static func probe(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true)
-    -> (FIDO2Probe, [String])
-  {
+  /// Opens the key (CTAPHID_INIT over the session's own channel), reads getInfo (kept: `FIDO2Session.info()`) and
+  /// its PIN tries; with `details` also the UV tries (keys with built-in UV only). Without `info`, no getInfo: the
+  /// PIN tries are read all the same (a key that refuses the request has none to show).
+  static func probe(
+    _ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true, info readInfo: Bool = true
+  ) -> (FIDO2Probe, [String]) {
     var lines: [String] = []
     let id = fido2ID(ref)
     do {
-      let session = try FIDO2Session(ref, deadlines: deadlines)
-      if tracing { session.trace = { lines.append($0) } }
+      let session = try FIDO2Session(ref, deadlines: deadlines, trace: tracing ? { lines.append($0) } : nil)
       defer { session.trace = nil }
-      if tracing, session.infoFromOpen { lines.append("fido2 getInfo: the answer to libfido2's open (no request)") }
+      guard readInfo else {
+        var pin: PINStatus?
+        do { pin = try session.pinStatus() } catch .fido2(let code, _) where code > 0 { pin = nil }  // no clientPin
+        return (.found(DiscoveredFIDO2(info: token(ref, nil, pin), session: session)), lines)
+      }
       var info = try session.info()
       if details { info.uvRetries = session.uvRetries(info) }
       let pin = info.pinIsSet ? try session.pinStatus() : nil
@@ -291,12 +300,12 @@ public struct TokenDiscovery {
   }
 
   /// A FIDO2 key's entry: its id, product name, path, and what getInfo and its PIN tries say.
-  static func token(_ ref: FIDO2DeviceRef, _ info: FIDO2Info, _ pin: PINStatus?) -> TokenInfo {
+  static func token(_ ref: FIDO2DeviceRef, _ info: FIDO2Info?, _ pin: PINStatus?) -> TokenInfo {
     var caps = ["fido2"]
-    if info.extensions.contains("hmac-secret") { caps.append("hmac-secret") }
+    if info?.extensions.contains("hmac-secret") == true { caps.append("hmac-secret") }
     return TokenInfo(
       id: fido2ID(ref), kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
-      version: info.versions.last, pin: pin, puk: nil, fido2: info)
+      version: info?.versions.last, pin: pin, puk: nil, fido2: info)
   }
 
   /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET SERIAL (CHUID only when
@@ -318,40 +327,34 @@ public struct TokenDiscovery {
 
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    // No libfido2: PIV cards still work; its absence matters only when no card was found either. No key
-    // possible (no FIDO hidraw node, no virtual key): libfido2 is not even loaded.
+    // Discovery loads no libfido2: keys are found from sysfs and the virtual key list, and read over CTAPHID of our
+    // own (a session's `CTAP2Link`, a listing's `CTAPHIDChannel`); libfido2 is loaded by the call that needs it.
     //
-    // The FIDO2 side runs beside the PC/SC side: for sessions it loads libfido2 (and libcrypto with it: 0.85 ms
-    // alone), then each key has a probe thread of its own; a listing reads every key on this side's thread. PC/SC needs only how many keys to expect (for a lone card's
-    // `detailed`), which sysfs and the virtual key list tell without libfido2.
+    // The FIDO2 side runs beside the PC/SC side: for sessions each key has a probe thread of its own; a listing
+    // reads every key on this side's thread. PC/SC needs only how many keys to expect (for a lone card's
+    // `detailed`), which sysfs and the virtual key list tell.
     let expectedKeys = includeFIDO2 ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
     let lookForKeys = expectedKeys > 0  // `keysPossible`, from the same one look at sysfs
-    typealias FIDO2Side = (probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)], missing: TokenError?)
+    typealias FIDO2Side = [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)]
     let fido2Side = Handover<FIDO2Side>()
     if lookForKeys {
       let (paths, onlyID, deadlines) = (virtualFIDO2Paths, onlyID, fido2Deadlines)
-      let (tracing, details, sessions) = (trace != nil, details, sessions)
+      let (tracing, details, sessions, fido2Info) = (trace != nil, details, sessions, fido2Info)
       let side: @Sendable () -> FIDO2Side = {
-        if sessions {
-          do throws(TokenError) { try FIDO2Session.loadLibrary() } catch { return ([], error) }
-        }
-        let probes = Self.startFIDO2Probes(
+        Self.startFIDO2Probes(
           virtualPaths: paths, onlyID: onlyID, deadlines: deadlines, tracing: tracing, details: details,
-          sessions: sessions)
-        return (probes, nil)
+          sessions: sessions, info: fido2Info)
       }
       if !POSIXThread.start({ fido2Side.put(side()) }) { fido2Side.put(side()) }
     }
     let pcscError = discoverPCSC(into: &result, otherTokens: expectedKeys)
-    let (probes, fido2Missing) = lookForKeys ? fido2Side.wait() : ([], nil)
+    let probes = lookForKeys ? fido2Side.wait() : []
     collect(probes, into: &result)
     if let pcscError {
       // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty && result.listed.isEmpty { throw fido2Missing ?? .smartCard(pcscError) }
+      if result.fido2Found.isEmpty && result.listed.isEmpty { throw .smartCard(pcscError) }
       result.pcscProblem = pcscError
     }
-    if let fido2Missing, result.tokens.isEmpty { throw fido2Missing }
-    result.fido2Problem = fido2Missing
     return result
   }
 

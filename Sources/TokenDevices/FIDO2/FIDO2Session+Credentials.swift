@@ -25,7 +25,11 @@ extension FIDO2Session {
   public func makeCredential(
     for owner: FIDO2CredentialOwner, clientDataHash: [UInt8], pin: [UInt8]?, resident: Bool = false
   ) throws(TokenError) -> [UInt8] {
+    if dev == nil, let link {
+      return try linkMakeCredential(link, for: owner, clientDataHash: clientDataHash, pin: pin, resident: resident)
+    }
     let rpID = owner.rpID
+    let dev = try device()
     guard let cred = fido_cred_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "makeCredential") }
     defer {
       var c: OpaquePointer? = cred
@@ -56,6 +60,11 @@ extension FIDO2Session {
   public func hmacSecret(rpID: String, clientDataHash: [UInt8], credentialID: [UInt8], salt: [UInt8], pin: [UInt8]?)
     throws(TokenError) -> [UInt8]
   {
+    if dev == nil, let link {
+      return try linkHmacSecret(
+        link, rpID: rpID, clientDataHash: clientDataHash, credentialID: credentialID, salt: salt, pin: pin)
+    }
+    let dev = try device()
     guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
     defer {
       var x: OpaquePointer? = a

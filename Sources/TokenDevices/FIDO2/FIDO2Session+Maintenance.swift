@@ -33,6 +33,19 @@ extension FIDO2Session {
   /// specification) and wants a touch: `touchCue` fires when it asks. A key past the window refuses with
   /// NOT_ALLOWED: `.resetNotAllowed`, nothing erased.
   public func reset() throws(TokenError) {
+    if dev == nil, let link {
+      trace?("fido2 > reset")
+      canceller.arm(link)
+      defer { canceller.disarm() }
+      let (status, _) = try link.cbor([0x07], operation: "reset", ms: deadlines.userPresenceMs, touchCue: touchCue)
+      trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
+      switch status {
+      case 0: return infoChanged()
+      case 0x30: throw .resetNotAllowed  // CTAP2_ERR_NOT_ALLOWED
+      default: throw Self.error(Int32(status), "reset")
+      }
+    }
+    let dev = try device()
     trace?("fido2 > reset")
     let rc = try whileWaitingForTouch("reset") { fido_dev_reset(dev) }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
@@ -48,6 +61,24 @@ extension FIDO2Session {
   /// is not accepted by another (non-resident IDs are wrapped by the key's own secret), so this tells two keys of
   /// the same model apart.
   public func knowsCredential(rpID: String, credentialID: [UInt8]) throws(TokenError) -> Bool {
+    if dev == nil, let link {
+      let request: [(Int, Item)] = [
+        (1, .text(rpID)), (2, .bytes([UInt8](repeating: 0, count: 32))),
+        (3, .array([.map([(.text("id"), .bytes(credentialID)), (.text("type"), .text("public-key"))])])),
+        (5, .map([(.text("up"), .bool(false))])),
+      ]
+      trace?("fido2 > getAssertion rp=\(rpID) up=false (probe)")
+      let (status, _) = try link.cbor(
+        [0x02] + CTAP2CBOR.encode(.map(request.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: "getAssertion",
+        ms: deadlines.commandMs)
+      trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
+      switch status {
+      case 0: return true
+      case 0x2E, 0x22: return false  // NO_CREDENTIALS, INVALID_CREDENTIAL
+      default: throw Self.error(Int32(status), "getAssertion")
+      }
+    }
+    let dev = try device()
     guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
     defer {
       var x: OpaquePointer? = a
@@ -71,6 +102,7 @@ extension FIDO2Session {
 
   /// getCredsMetadata: discoverable credentials stored and how many more fit (PIN needed).
   public func credentialMetadata(pin: [UInt8]) throws(TokenError) -> (existing: Int, remaining: Int) {
+    let dev = try device()
     guard let m = fido_credman_metadata_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getCredsMetadata") }
     defer {
       var x: OpaquePointer? = m
@@ -88,6 +120,7 @@ extension FIDO2Session {
   /// Every discoverable credential: enumerateRPs, then enumerateCredentials per RP (PIN needed; libfido2
   /// asks the key for a token with the cm permission for each call).
   public func residentCredentials(pin: [UInt8]) throws(TokenError) -> [FIDO2ResidentCredential] {
+    let dev = try device()
     guard let rps = fido_credman_rp_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "enumerateRPs") }
     defer {
       var x: OpaquePointer? = rps
@@ -137,6 +170,7 @@ extension FIDO2Session {
 
   /// deleteCredential (PIN needed). An ID the key does not hold: `.noCredential`.
   public func deleteResidentCredential(_ credentialID: [UInt8], pin: [UInt8]) throws(TokenError) {
+    let dev = try device()
     trace?("fido2 > credentialManagement deleteCredential <PIN redacted>")
     let rc = try call("deleteCredential", deadlines.commandMs) {
       Self.withCString(pin) { fido_credman_del_dev_rk(dev, credentialID, credentialID.count, $0) }

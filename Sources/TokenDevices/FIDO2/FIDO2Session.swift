@@ -66,12 +66,18 @@ public struct FIDO2Deadlines: Sendable, Equatable {
   public static let standard = FIDO2Deadlines(probeMs: 3_000, commandMs: 10_000, userPresenceMs: 90_000)
 }
 
-/// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time).
+/// Speaks CTAP2 to one key (synchronous; one thread at a time): over a channel of its own (`CTAP2Link`) for getInfo,
+/// the tries, the PIN protocol and the hmac-secret assertion, through libfido2 for everything else. The channel is
+/// opened with the session; libfido2 is loaded and opens the key only when a call needs it (`device()`), and from
+/// then on carries every call of the session (the two cannot both hold a hidraw node's lock).
 public final class FIDO2Session {
   public private(set) var ref: FIDO2DeviceRef
   /// Cancels an operation of this session that waits for a touch (from a Ctrl-C handler).
   public let canceller = FIDO2Canceller()
+  /// libfido2's device, once a call needed it (`device()`); nil while the session speaks over `link`.
   var dev: OpaquePointer?
+  /// The session's own channel, until libfido2 opens the key.
+  var link: CTAP2Link?
   public var trace: TraceSink?
   /// Told when the key waits for a touch ("Touch your key").
   public var touchCue: (() -> Void)?
@@ -158,13 +164,30 @@ public final class FIDO2Session {
     } + virtualSockets(virtualPaths).map { FIDO2DeviceRef(path: $0, product: "virtual FIDO2 key", isVirtual: true) }
   }
 
-  public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard) throws(TokenError) {
-    try Self.loadLibrary()
-    _ = Self.initialized
+  /// Opens the key over the session's own channel (CTAPHID_INIT; nothing else is sent, libfido2 is not loaded).
+  public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard, trace: TraceSink? = nil)
+    throws(TokenError)
+  {
     self.ref = ref
     self.deadlines = deadlines
+    self.trace = trace
     io = FIDO2IO.Context(readDeadlineMs: deadlines.probeMs)
+    trace?("fido2 > CTAPHID_INIT")
+    link = try CTAP2Link(ref, ms: deadlines.probeMs)
+  }
+
+  /// libfido2's device for this key: the session's own channel is closed and libfido2 opens the key (CTAPHID_INIT
+  /// and getInfo inside it), the first time a call needs it.
+  func device() throws(TokenError) -> OpaquePointer {
+    if let dev { return dev }
+    try Self.loadLibrary()
+    _ = Self.initialized
+    link?.close()
+    link = nil
+    let known = knownInfo
     try open()
+    if knownInfo == nil, let known { knownInfo = known }
+    return dev!
   }
 
   /// Runs one libfido2 call on `d` with a deadline of `ms`. Returns libfido2's status; a transport failure
@@ -233,23 +256,27 @@ public final class FIDO2Session {
   }
 
   func closeDevice() {
+    link?.close()
+    link = nil
     guard dev != nil else { return }
     fido_dev_close(dev)
     fido_dev_free(&dev)
     dev = nil
   }
 
-  /// Closes and opens again (after a replug).
+  /// Closes and opens again (after a replug), over the session's own channel.
   public func reopen() throws(TokenError) {
     closeDevice()
-    try open()
+    infoChanged()  // a replugged key may have been reset meanwhile
+    link = try CTAP2Link(ref, ms: deadlines.probeMs)
   }
 
   /// Opens the key again at `path` (a replugged hidraw key may come back under another number).
   public func reopen(at path: String) throws(TokenError) {
     closeDevice()
+    infoChanged()
     ref.path = path
-    try open()
+    link = try CTAP2Link(ref, ms: deadlines.probeMs)
   }
 
   /// getInfo: what the key answered while opening (no request), or — when that answer could not be read, or a
@@ -258,6 +285,9 @@ public final class FIDO2Session {
     if let knownInfo { return knownInfo }
     return try refreshInfo()
   }
+
+  /// getInfo as far as the session has read it, without asking the key (nil: not read in this session).
+  public var infoIfRead: FIDO2Info? { knownInfo }
 
   /// Forgets the getInfo answer: the key's state changed (PIN set or changed, reset, credentials stored).
   func infoChanged() {
@@ -268,6 +298,13 @@ public final class FIDO2Session {
   /// Sends getInfo (`fido_dev_get_cbor_info`) and keeps the answer for `info()`.
   @discardableResult
   public func refreshInfo() throws(TokenError) -> FIDO2Info {
+    if dev == nil, let link {
+      let info = try linkInfo(link)
+      knownInfo = info
+      infoFromOpen = false
+      return info
+    }
+    let dev = try device()
     guard let ci = fido_cbor_info_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getInfo") }
     defer {
       var c: OpaquePointer? = ci
@@ -303,6 +340,8 @@ public final class FIDO2Session {
 
   /// PIN tries left (getPINRetries; spends none).
   public func pinRetries() throws(TokenError) -> Int {
+    if dev == nil, let link { return try linkRetries(link, uv: false) }
+    let dev = try device()
     var n: Int32 = 0
     let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count(dev, &n) }
     guard rc == FIDO_OK else { throw mapped(rc, "getPINRetries") }
@@ -312,6 +351,8 @@ public final class FIDO2Session {
   /// Built-in user verification tries left (getUVRetries), for keys with UV (fingerprint); nil otherwise.
   public func uvRetries(_ info: FIDO2Info) -> Int? {
     guard info.options["uv"] != nil else { return nil }
+    if dev == nil, let link { return try? linkRetries(link, uv: true) }
+    guard let dev = try? device() else { return nil }
     var n: Int32 = 0
     return bounded(dev, deadlines.probeMs) { fido_dev_get_uv_retry_count(dev, &n) } == FIDO_OK ? Int(n) : nil
   }
@@ -324,6 +365,8 @@ public final class FIDO2Session {
 
   /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
   public func setPIN(_ new: [UInt8], old: [UInt8]?) throws(TokenError) {
+    if dev == nil, let link { return try linkSetPIN(link, new, old: old) }
+    let dev = try device()
     trace?("fido2 > clientPIN \(old == nil ? "setPIN" : "changePIN") <redacted>")
     let operation = old == nil ? "setPIN" : "changePIN"
     let rc = try call(operation, deadlines.commandMs) {

@@ -10,7 +10,8 @@ extension VirtualFIDO2Key {
       return .success(.map((.int(3), .int(state.pinRetries)), (.int(4), .bool(powerCycleRequired))))
     }
     guard let version = p[int: 1]?.int else { return .failure(.init(.missingParameter)) }
-    guard version == 1 || version == 2 else { return .failure(.init(.invalidParameter)) }
+    guard version == 1 || (version == 2 && !ctap20) else { return .failure(.init(.invalidParameter)) }
+    if ctap20 && sub == 0x09 { return .failure(.init(.invalidParameter)) }
     let proto = PinProtocol(version: version)
     switch sub {
     case 0x02:

@@ -8,6 +8,9 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   public internal(set) var state: FIDO2State
   public var onStateChange: ((FIDO2State) -> Void)?
   public var presence: UserPresence = .auto
+  /// Answer as a CTAP 2.0 key: getInfo names FIDO_2_0 and PIN protocol 1 only, without `pinUvAuthToken`; protocol 2
+  /// and getPinUvAuthTokenUsingPinWithPermissions (0x09) are refused with INVALID_PARAMETER, before any PIN check.
+  public var ctap20 = false
   /// Seconds after power-up during which reset is allowed (CTAP 2.1 §6.6 suggests 10).
   public var resetWindow: Double = 10
   /// Called while waiting for a touch (the transport sends KEEPALIVE UP_NEEDED).
@@ -72,19 +75,19 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
 
   func info() -> CBOR {
     .map(
-      (.int(1), .array([.text("FIDO_2_0"), .text("FIDO_2_1_PRE"), .text("FIDO_2_1")])),
+      (.int(1), .array(ctap20 ? [.text("FIDO_2_0")] : [.text("FIDO_2_0"), .text("FIDO_2_1_PRE"), .text("FIDO_2_1")])),
       (.int(2), .array([.text("hmac-secret")])),
       (.int(3), .bytes(Array(state.aaguid))),
       (
         .int(4),
         .map(
           (.text("rk"), .bool(true)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
-          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(true)),
+          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(!ctap20)),
           (.text("credMgmt"), .bool(true)), (.text("credentialMgmtPreview"), .bool(true))
         )
       ),
       (.int(5), .int(1200)),
-      (.int(6), .array([.int(2), .int(1)])),
+      (.int(6), .array(ctap20 ? [.int(1)] : [.int(2), .int(1)])),
       (.int(12), .bool(state.forcePINChange)),
       (.int(13), .int(state.minPINLength)),
       (.int(0x14), .int(FIDO2State.maxResident - state.residentCount)))

@@ -48,10 +48,12 @@ struct UAFContext {
     }
   }
 
-  func tokens() throws -> UAFTokens {
+  /// `fido2Info: false`: the command only signs in (`TokenDiscovery.fido2Info`).
+  func tokens(fido2Info: Bool = true) throws -> UAFTokens {
     let p = prompter
     let tokens = try env.tokens(
-      id: options.token, trace: options.traceSink, details: options.pinFd == nil, wait: options.tokenWait
+      id: options.token, trace: options.traceSink, details: options.pinFd == nil, fido2Info: fido2Info,
+      wait: options.tokenWait
     ) { info in
       p.say("Touch your key (\(info.id)).")
     }
@@ -59,9 +61,9 @@ struct UAFContext {
     return tokens
   }
 
-  func operations(_ s: ServerOptions) throws -> ServerOperations {
+  func operations(_ s: ServerOptions, fido2Info: Bool = true) throws -> ServerOperations {
     try env.operations(
-      server: s.server, facetID: s.facetId, tokens: try tokens(),
+      server: s.server, facetID: s.facetId, tokens: try tokens(fido2Info: fido2Info),
       authenticatorSelector: prompter.canAsk ? TerminalAuthenticatorSelector(prompter: prompter) : nil)
   }
 }
@@ -155,7 +157,8 @@ struct Authenticate: CLICommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      let ops = try ctx.operations(serverOptions)
+      // Signing in needs nothing getInfo says before the key is used: none is sent (issue 12).
+      let ops = try ctx.operations(serverOptions, fido2Info: false)
       do {
         let who = try ops.authenticate(
           username: username, transactionText: transaction, verifier: ctx.prompter,
