@@ -177,9 +177,11 @@ public final class FIDO2Session {
   }
 
   /// libfido2's device for this key: the session's own channel is closed and libfido2 opens the key (CTAPHID_INIT
-  /// and getInfo inside it), the first time a call needs it.
+  /// and getInfo inside it), the first time a call needs it. A closed session (`close()`, until `reopen`) has
+  /// neither: the key is taken as gone.
   func device() throws(TokenError) -> OpaquePointer {
     if let dev { return dev }
+    guard link != nil else { throw .smartCard(.cardRemoved(reader: ref.path)) }
     try Self.loadLibrary()
     _ = Self.initialized
     link?.close()
