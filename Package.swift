@@ -72,7 +72,9 @@ let package = Package(
 
     .testTarget(
       name: "UAFCoreTests", dependencies: ["UAFCore", .product(name: "Crypto", package: "swift-crypto")]),
-    .testTarget(name: "TokenDevicesTests", dependencies: ["TokenDevices"]),
+    .testTarget(
+      name: "TokenDevicesTests",
+      dependencies: ["TokenDevices", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "CommandLineCoreTests", dependencies: ["CommandLineCore"]),
     .testTarget(
       name: "VirtualTokensTests",
