@@ -66,6 +66,24 @@ struct CTAPHIDListingTests {
     }
   }
 
+  /// A command's session speaks over its own channel (`CTAP2Link`): the same odd keys end the same way there.
+  static func throughSession(_ ref: FIDO2DeviceRef) -> Result<TokenInfo, TokenError> {
+    switch TokenDiscovery.probe(ref, deadlines: quick, tracing: false, details: true).0 {
+    case .found(let k): .success(k.info)
+    case .unusable(let u): .failure(u.reason)
+    case .listed: .failure(.unsupported("a listing (a command opens a session)"))
+    }
+  }
+
+  @Test func aSessionTakesTheSameAnswersAsTheListing() throws {
+    let noisy = try ScriptedKey(mode: "noisy")
+    #expect(try Self.throughSession(noisy.ref).get() == Self.listed(noisy.ref).get())
+    for mode in ["u2f", "status", "busy", "bad-cbor", "short-init", "bad-retries", "silent", "after-init"] {
+      let key = try ScriptedKey(mode: mode)
+      #expect(Self.throughSession(key.ref).failure == Self.listed(key.ref).failure, "\(mode)")
+    }
+  }
+
   @Test func severalKeysAreReadTogetherEachOnItsOwn() throws {
     // One thread, one poll over all of them: the silent key ends at its own deadline, the others are read as alone.
     let silent = try ScriptedKey(mode: "silent")

@@ -50,10 +50,13 @@ final class CTAP2Link: @unchecked Sendable {
     do throws(TokenError) {
       var random = SystemRandomNumberGenerator()
       let nonce = withUnsafeBytes(of: random.next() as UInt64) { Array($0) }
-      // Answers to another process's INIT on the broadcast channel carry its nonce: passed over.
+      // Answers to another process's INIT on the broadcast channel carry its nonce: passed over (read on, within
+      // the same deadline; nothing is sent again).
+      let end = Self.end(ms)
+      try send(FIDO2IO.CTAPHID.initialize, nonce, operation: "open")
       var answer: [UInt8]
       repeat {
-        answer = try transact(FIDO2IO.CTAPHID.initialize, nonce, operation: "open", ms: ms)
+        answer = try receive(FIDO2IO.CTAPHID.initialize, operation: "open", until: end)
       } while answer.count >= 8 && Array(answer[0..<8]) != nonce
       // nonce (8), channel (4), CTAPHID protocol version, major, minor, build, capabilities (§11.2.9.1.3)
       guard answer.count >= 17 else { throw .malformedResponse(operation: "open") }
@@ -107,9 +110,18 @@ final class CTAP2Link: @unchecked Sendable {
   func transact(_ command: UInt8, _ payload: [UInt8], operation: String, ms: Int32, touchCue: (() -> Void)? = nil)
     throws(TokenError) -> [UInt8]
   {
+    let end = Self.end(ms)
+    try send(command, payload, operation: operation)
+    return try receive(command, operation: operation, until: end, touchCue: touchCue)
+  }
+
+  /// When a call of `ms` milliseconds started now ends (uptime nanoseconds).
+  static func end(_ ms: Int32) -> UInt64 { DispatchTime.now().uptimeNanoseconds + UInt64(max(1, ms)) * 1_000_000 }
+
+  /// Writes a request: an initialization packet and the continuation packets its length needs.
+  func send(_ command: UInt8, _ payload: [UInt8], operation: String) throws(TokenError) {
     guard fd >= 0 else { throw .smartCard(.cardRemoved(reader: ref.path)) }
     guard payload.count <= 7609 else { throw .unsupported("a request of \(payload.count) bytes (CTAPHID: 7609)") }
-    let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(1, ms)) * 1_000_000
     var packets = [Self.packet(channel, command, length: payload.count, data: Array(payload.prefix(57)))]
     var offset = 57
     var sequence: UInt8 = 0
@@ -118,15 +130,23 @@ final class CTAP2Link: @unchecked Sendable {
       offset += 59
       sequence += 1
     }
-    let cid = channel.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-    running.withLock { $0 = (fd, cid) }
-    defer { running.withLock { $0 = (-1, 0) } }
     for p in packets {
       let n = Self.write(fd, virtual: ref.isVirtual, p)
       guard n == (ref.isVirtual ? 64 : 65) else {
         throw n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? .noAnswer(operation: operation) : gone(operation)
       }
     }
+  }
+
+  /// Reads the answer to `command` on this channel until `end`: packets reassembled, other channels' reports and
+  /// KEEPALIVE passed over (`touchCue` fires once on UP_NEEDED). While it waits, `cancel()` may send CANCEL.
+  func receive(_ command: UInt8, operation: String, until end: UInt64, touchCue: (() -> Void)? = nil)
+    throws(TokenError) -> [UInt8]
+  {
+    guard fd >= 0 else { throw .smartCard(.cardRemoved(reader: ref.path)) }
+    let cid = channel.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    running.withLock { $0 = (fd, cid) }
+    defer { running.withLock { $0 = (-1, 0) } }
     var message = FIDO2IO.Reassembly(channel: channel, command: command)
     var cue = touchCue
     var report = [UInt8](repeating: 0, count: 64)
@@ -179,7 +199,7 @@ final class CTAP2Link: @unchecked Sendable {
     var n: Int
     repeat {
       n = r.withUnsafeBytes { raw in
-        virtual ? send(fd, raw.baseAddress!, 64, Int32(MSG_NOSIGNAL)) : Glibc.write(fd, raw.baseAddress!, 65)
+        virtual ? Glibc.send(fd, raw.baseAddress!, 64, Int32(MSG_NOSIGNAL)) : Glibc.write(fd, raw.baseAddress!, 65)
       }
     } while n < 0 && errno == EINTR
     return n
