@@ -18,6 +18,8 @@ import UAFCore
     var sent: [String] = []
     let right: String
     var coolDownAfter: Int?
+    /// The token says with its tries that it is in a cool-down (until `reinserted`).
+    var coolingDown = false
     init(tries: Int, right: String = "123456") {
       self.tries = tries
       self.right = right
@@ -39,14 +41,15 @@ import UAFCore
 
   func run(
     _ token: FakeToken, answers: [String], confirm: Bool = false, known: PINStatus? = nil,
-    coolDown: (() throws(OperationError) -> Void)? = nil, rounds: inout [PinAttempts.Round]
+    coolDown: (() throws(OperationError) -> Void)? = nil, coolingDown: (() -> Bool)? = nil,
+    rounds: inout [PinAttempts.Round]
   ) throws(OperationError) -> String {
     var answers = answers
     var seen: [PinAttempts.Round] = []
     defer { rounds = seen }
     let engine = PinAttempts(
       token: info, kind: .pin, known: known, readStatus: { () throws(TokenError) in token.status() },
-      waitForReinsertion: coolDown)
+      waitForReinsertion: coolDown, coolingDown: coolingDown)
     return try engine.run(
       ask: { round in
         seen.append(round)
@@ -138,5 +141,27 @@ import UAFCore
       u.coolDownAfter = 1
       _ = try run(u, answers: ["123456"], rounds: &rounds)
     }
+  }
+
+  @Test func aCoolDownTheTokenReportsIsWaitedOutBeforeAnyPINIsAsked() throws {
+    let t = FakeToken(tries: 5)
+    t.coolingDown = true
+    var waited = 0
+    var rounds: [PinAttempts.Round] = []
+    let r = try run(
+      t, answers: ["123456"], known: PINStatus(kind: .pin, retriesLeft: 5),
+      coolDown: { () throws(OperationError) in
+        #expect(t.sent.isEmpty)  // nothing sent before the re-insert
+        waited += 1
+        t.coolingDown = false
+      }, coolingDown: { t.coolingDown }, rounds: &rounds)
+    #expect(r == "ok" && waited == 1 && t.sent == ["123456"] && rounds.count == 1)
+    #expect(t.reads == 1)  // the tries were read again after the re-insert
+    let u = FakeToken(tries: 5)
+    u.coolingDown = true
+    #expect(throws: OperationError.token(.needsReinsertion)) {
+      _ = try run(u, answers: ["123456"], coolingDown: { u.coolingDown }, rounds: &rounds)
+    }
+    #expect(u.sent.isEmpty && rounds.isEmpty)  // without a way to wait: ends before asking, nothing sent
   }
 }

@@ -99,3 +99,31 @@ def test_a_wrong_pin_spends_one_try_and_the_next_attempt_agrees_a_new_key(key, h
     proto = PinProtocolV2() if key.version == "ctap21" else PinProtocolV1()
     assert ClientPin(key.ctap(), proto).get_pin_retries()[0] == 8
 
+
+
+def test_a_cool_down_another_command_began_sends_no_pin(tmp_path, home):  # noqa: F811
+    """Three wrong PINs in a row leave the key taking no PIN until it is re-inserted. The next command learns that
+    from getPINRetries' powerCycleState (read before any PIN, house rule) and waits for the re-insert sending no
+    PIN: no key agreement, no PIN token, no changePIN reach the key (its own request log)."""
+    key = Key(tmp_path, "--log-requests")
+    env = dict(home, TOKENBRIDGE_VIRTUAL_FIDO=key.sock)
+
+    def requests():
+        with open(key.sock + ".log", errors="replace") as f:
+            return [line.split("request ", 1)[1].strip() for line in f if "request cmd=" in line]
+
+    try:
+        assert tb(env, "pin", "set", pins=["1234"]).returncode == 0
+        r = tb(env, "pin", "change", "--timeout", "1", pins=["0000", "5678", "0001", "5678", "0002", "5678"])
+        assert r.returncode == 14 and "remove and re-insert" in r.stderr, r.stderr
+        before = len(requests())
+        r = tb(env, "pin", "change", "--timeout", "1", pins=["1234", "5678"])
+        assert r.returncode == 14 and "remove and re-insert" in r.stderr, r.stderr
+        sent = requests()[before:]
+        assert "cmd=0x90 ctap=0x06 clientPIN=0x01" in sent, sent  # the tries (and the cool-down) were read
+        assert not [s for s in sent if "clientPIN=0x01" not in s and "ctap=0x06" in s], sent
+        key.replug()
+        assert tb(env, "pin", "change", pins=["1234", "5678"]).returncode == 0
+        assert ClientPin(key.ctap(), PinProtocolV2()).get_pin_retries()[0] == 8
+    finally:
+        key.stop()

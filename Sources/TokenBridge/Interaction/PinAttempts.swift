@@ -32,14 +32,19 @@ struct PinAttempts {
   /// A token in cool-down (FIDO2 PIN_AUTH_BLOCKED) takes no PIN until re-inserted: wait for that, sending
   /// nothing. Nil: the cool-down ends the flow.
   var waitForReinsertion: (() throws(OperationError) -> Void)?
+  /// Whether the token said, with the tries just read, that it is in a cool-down (a FIDO2 key's powerCycleState):
+  /// then no PIN is asked until it was re-inserted. Nil: the token does not say.
+  var coolingDown: (() -> Bool)?
   /// What a format refusal by the token itself means (PIV 6A80 on the current value; a FIDO2 key's
   /// PIN_POLICY_VIOLATION is about the new PIN).
   var formatRefusal: PinRecoverableError
 
   init(
     token: TokenInfo, kind: PINKind, known: PINStatus?, readStatus: @escaping () throws(TokenError) -> PINStatus,
-    waitForReinsertion: (() throws(OperationError) -> Void)? = nil, formatRefusal: PinRecoverableError? = nil
+    waitForReinsertion: (() throws(OperationError) -> Void)? = nil, formatRefusal: PinRecoverableError? = nil,
+    coolingDown: (() -> Bool)? = nil
   ) {
+    self.coolingDown = coolingDown
     self.formatRefusal = formatRefusal ?? .invalidCurrent(kind, .refusedByToken)
     self.token = token
     self.kind = kind
@@ -76,6 +81,15 @@ struct PinAttempts {
       }
       known = nil
       if status.isBlocked { throw .blocked(kind, token: token) }
+      // The key said with these tries that it takes no PIN until re-inserted: wait for that before asking one
+      // (no PIN is sent in a cool-down, even one another process started); then the tries are read again.
+      if coolingDown?() == true {
+        guard let waitForReinsertion else { throw .token(.needsReinsertion) }
+        try waitForReinsertion()
+        lastError = nil
+        confirmed = false
+        continue
+      }
       let round = Round(
         status: status,
         protection: .from(retriesLeft: status.retriesLeft, lastAttemptFailed: lastError?.isWrong ?? false),

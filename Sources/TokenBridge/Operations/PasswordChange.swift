@@ -51,7 +51,7 @@ public struct PasswordChange {
       token: token.info, kind: .pin, known: token.info.pin,
       readStatus: { () throws(TokenError) in try token.session.pinStatus() },
       waitForReinsertion: { () throws(OperationError) in try waitForReinsertion(token, notifier) },
-      formatRefusal: .invalidNew(.pin, .refusedByToken))
+      formatRefusal: .invalidNew(.pin, .refusedByToken), coolingDown: { token.session.powerCycleRequired })
     let _: Bool = try engine.run(
       ask: { round in try changer.providePins(context(token.info, .changePIN, policy, round)) },
       check: { answer in

@@ -72,7 +72,7 @@ public final class FIDO2Authenticator: TokenAuthenticator {
       waitForReinsertion: { () throws(OperationError) in
         guard let notifier = verifier as? ReinsertionNotifier else { throw .token(.needsReinsertion) }
         try PasswordChange(interactionTimeout: timeout).waitForReinsertion(key, notifier)
-      })
+      }, coolingDown: { key.session.powerCycleRequired })
     func context(_ round: PinAttempts.Round) -> PinVerificationContext {
       PinVerificationContext(
         token: key.info, protection: round.protection, status: round.status, lastRecoverableError: round.lastError,

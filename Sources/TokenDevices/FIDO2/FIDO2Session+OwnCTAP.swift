@@ -43,7 +43,14 @@ extension FIDO2Session {
     guard case .unsigned(let n)? = CTAP2CBOR.field(map, uv ? 5 : 3), n <= 255 else {
       throw .malformedResponse(operation: operation)
     }
-    trace?("fido2 < \(operation): \(n)")
+    // powerCycleState (0x04, CTAP 2.1): true while the key takes no PIN until it is re-inserted (3 wrong in a row,
+    // in this process or another). A key that leaves it out says nothing: false.
+    if !uv {
+      powerCycleRequired = CTAP2CBOR.field(map, 4) == .bool(true)
+      trace?("fido2 < \(operation): \(n)\(powerCycleRequired ? ", power cycle required" : "")")
+    } else {
+      trace?("fido2 < \(operation): \(n)")
+    }
     return Int(n)
   }
 

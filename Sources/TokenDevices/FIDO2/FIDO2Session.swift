@@ -89,6 +89,10 @@ public final class FIDO2Session {
   /// read by `refreshInfo()`. Nil after a call that changes what getInfo says (setPIN, reset, a credential
   /// stored or deleted): `info()` then asks the key again.
   var knownInfo: FIDO2Info?
+  /// The key said, with its PIN tries, that it takes no PIN until it is re-inserted (getPINRetries' powerCycleState:
+  /// three wrong PINs in a row, maybe in another process). Updated by every read of the tries over the session's own
+  /// channel; libfido2 does not report it (false then).
+  public internal(set) var powerCycleRequired = false
   /// Whether `knownInfo` came from the getInfo inside the open (no request of ours); for tests and traces.
   public private(set) var infoFromOpen = false
 
@@ -359,8 +363,7 @@ public final class FIDO2Session {
     return bounded(dev, deadlines.probeMs) { fido_dev_get_uv_retry_count(dev, &n) } == FIDO_OK ? Int(n) : nil
   }
 
-  /// The PIN status in the shape every token shares. libfido2 does not report the power-cycle state: the
-  /// caller tracks consecutive failures (HardwareNotes.md).
+  /// The PIN status in the shape every token shares; the power-cycle state read with it is `powerCycleRequired`.
   public func pinStatus() throws(TokenError) -> PINStatus {
     PINStatus(kind: .pin, retriesLeft: try pinRetries(), maxRetries: 8)
   }
