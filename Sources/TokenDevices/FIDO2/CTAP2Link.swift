@@ -158,13 +158,7 @@ final class CTAP2Link: @unchecked Sendable {
       case .timedOut: throw .noAnswer(operation: operation)
       case .failed: throw gone(operation)
       }
-      var n: Int
-      let (fd, virtual) = (fd, ref.isVirtual)
-      repeat {
-        n = report.withUnsafeMutableBytes { raw in
-          virtual ? recv(fd, raw.baseAddress!, 64, Int32(MSG_DONTWAIT)) : Glibc.read(fd, raw.baseAddress!, 64)
-        }
-      } while n < 0 && errno == EINTR
+      let n = Self.read(fd, virtual: ref.isVirtual, into: &report)
       if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { continue }
       guard n == 64 else { throw gone(operation) }
       guard Array(report[0..<4]) == channel else { continue }
@@ -190,6 +184,18 @@ final class CTAP2Link: @unchecked Sendable {
     var p = channel + [command, UInt8(length >> 8), UInt8(length & 0xFF)] + data
     p += [UInt8](repeating: 0, count: 64 - p.count)
     return p
+  }
+
+  /// One 64-byte report into `report` (64 bytes): a datagram from a virtual key's socket (not waiting), a read of a
+  /// hidraw node; the byte count, or -1 with errno.
+  static func read(_ fd: Int32, virtual: Bool, into report: inout [UInt8]) -> Int {
+    var n: Int
+    repeat {
+      n = report.withUnsafeMutableBytes { raw in
+        virtual ? recv(fd, raw.baseAddress!, 64, Int32(MSG_DONTWAIT)) : Glibc.read(fd, raw.baseAddress!, 64)
+      }
+    } while n < 0 && errno == EINTR
+    return n
   }
 
   /// One 64-byte report: a datagram on a virtual key's socket, 65 bytes (report ID 0 first) on hidraw.

@@ -162,18 +162,9 @@ final class CTAPHIDChannel {
     step = next
     message = FIDO2IO.Reassembly(channel: channel, command: command)
     deadline = Self.now() + UInt64(max(0, ms)) * 1_000_000
-    var report = [UInt8](repeating: 0, count: 65)  // report ID 0, then the 64-byte report
-    report.replaceSubrange(1..<5, with: channel)
-    report[5] = command
-    report[7] = UInt8(payload.count)
-    report.replaceSubrange(8..<8 + payload.count, with: payload)
-    let (fd, virtual) = (fd, ref.isVirtual)
-    var n: Int
-    repeat {
-      n = report.withUnsafeBytes { raw in
-        virtual ? Glibc.send(fd, raw.baseAddress! + 1, 64, Int32(MSG_NOSIGNAL)) : write(fd, raw.baseAddress!, 65)
-      }
-    } while n < 0 && errno == EINTR
+    let virtual = ref.isVirtual
+    let n = CTAP2Link.write(
+      fd, virtual: virtual, CTAP2Link.packet(channel, command, length: payload.count, data: payload))
     if n == (virtual ? 64 : 65) { return }
     // SO_SNDTIMEO (a peer that stopped reading) or the key gone.
     fail(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? .noAnswer(operation: next.operation) : transportFailed())
@@ -183,13 +174,7 @@ final class CTAPHIDChannel {
   /// exchange. CTAPHID_ERROR (e.g. ERR_CHANNEL_BUSY) is reported as libfido2 reports it, a failed receive.
   func readable() {
     var report = [UInt8](repeating: 0, count: 64)
-    let (fd, virtual) = (fd, ref.isVirtual)
-    var n: Int
-    repeat {
-      n = report.withUnsafeMutableBytes { raw in
-        virtual ? recv(fd, raw.baseAddress!, 64, Int32(MSG_DONTWAIT)) : Glibc.read(fd, raw.baseAddress!, 64)
-      }
-    } while n < 0 && errno == EINTR
+    let n = CTAP2Link.read(fd, virtual: ref.isVirtual, into: &report)
     if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return timePassed() }
     guard n == 64 else { return fail(transportFailed()) }
     guard Array(report[0..<4]) == channel, report[4] != FIDO2IO.CTAPHID.keepalive else { return timePassed() }
