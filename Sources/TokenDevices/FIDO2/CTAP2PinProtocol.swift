@@ -149,6 +149,7 @@ struct CTAP2PinProtocol {
     guard EVP_CipherInit_ex(ctx, EVP_aes_256_cbc(), nil, key, iv, encrypt ? 1 : 0) == 1 else { return nil }
     EVP_CIPHER_CTX_set_padding(ctx, 0)
     var out = [UInt8](repeating: 0, count: input.count + 16)
+    defer { TokenDevices.wipe(&out) }  // a PIN token or an hmac-secret output passes through here in the clear
     var len: Int32 = 0
     guard input.isEmpty || EVP_CipherUpdate(ctx, &out, &len, input, Int32(input.count)) == 1 else { return nil }
     return Array(out.prefix(Int(len)))

@@ -113,10 +113,14 @@ extension FIDO2Session {
       case 0x37: throw .pinChangeRequired  // the PIN was right, but the key wants it changed (forcePINChange)
       default: throw Self.error(Int32(status), operation)
       }
-      guard case .bytes(let enc)? = CTAP2CBOR.field(map, 2), var token = p.decrypt(enc),
-        token.count == 16 || token.count == 32
-      else { throw .malformedResponse(operation: "\(operation) PIN token") }
-      defer { wipe(&token) }
+      // The caller wipes the token when its request is made.
+      guard case .bytes(let enc)? = CTAP2CBOR.field(map, 2), var token = p.decrypt(enc) else {
+        throw .malformedResponse(operation: "\(operation) PIN token")
+      }
+      guard token.count == 16 || token.count == 32 else {
+        wipe(&token)
+        throw .malformedResponse(operation: "\(operation) PIN token")
+      }
       return token
     }
   }
