@@ -72,14 +72,4 @@ struct FIDO2IOCaptureTests {
     Self.receive(c, Self.packets(0x90, Self.answer))
     #expect(c.capturedInfo != nil)
   }
-
-  @Test func theTouchCueFiresOnceOnUPNeeded() {
-    let c = FIDO2IO.Context(readDeadlineMs: 1000)
-    var cues = 0
-    c.touchCue = { cues += 1 }
-    Self.receive(c, Self.packets(0xBB, [0x01]))  // PROCESSING
-    #expect(cues == 0)
-    Self.receive(c, Self.keepalive + Self.keepalive)
-    #expect(cues == 1)
-  }
 }

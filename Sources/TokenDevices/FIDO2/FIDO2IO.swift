@@ -38,14 +38,10 @@ enum FIDO2IO {
   }
 
   /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
-  /// callbacks run synchronously inside it), so it needs no lock. The one exception is CTAPHID_CANCEL, which
-  /// `FIDO2Canceller` writes from another thread: a write of CANCEL touches no state here.
+  /// callbacks run synchronously inside it), so it needs no lock.
   final class Context {
     /// Upper bound of one read when libfido2 passes no timeout (ms < 0), in milliseconds.
     var readDeadlineMs: Int32
-    /// Called once when the key sends KEEPALIVE UP_NEEDED: libfido2 drops keepalives, but they pass through
-    /// the read callback first, so the user can be told to touch the key at the right moment.
-    var touchCue: (() -> Void)?
     /// The last read or send ended because the key said (or took) nothing before the deadline, not because the
     /// transport failed.
     var timedOut = false
@@ -71,18 +67,10 @@ enum FIDO2IO {
         ? Reassembly(channel: Array(report[0..<4]), command: CTAPHID.cbor) : nil
     }
 
-    /// A report the key sent (64 bytes): KEEPALIVE UP_NEEDED fires the touch cue; the packets of a getInfo
-    /// response are reassembled and, once complete, parsed into `capturedInfo`.
+    /// A report the key sent (64 bytes): the packets of a getInfo response are reassembled (KEEPALIVE passed over)
+    /// and, once complete, parsed into `capturedInfo`.
     func received(_ report: UnsafeBufferPointer<UInt8>) {
-      guard report.count >= 8 else { return }
-      if report[4] == CTAPHID.keepalive {
-        if report[7] == 2, let cue = touchCue {  // UP_NEEDED
-          touchCue = nil  // once per operation
-          cue()
-        }
-        return
-      }
-      guard var c = capture else { return }
+      guard report.count >= 8, report[4] != CTAPHID.keepalive, var c = capture else { return }
       switch c.add(report) {
       case .more: capture = c
       case .done(let message):

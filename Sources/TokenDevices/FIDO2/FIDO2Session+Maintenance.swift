@@ -23,8 +23,8 @@ public struct FIDO2ResidentCredential: Sendable, Equatable, Codable {
   }
 }
 
-/// Reset, credential management and the silent credential probe, through libfido2 (fido_dev_reset,
-/// fido_credman_*: libfido2 1.12 sends the preview command 0x41, which CTAP 2.1 keys still accept).
+/// Reset and the silent credential probe over the session's own channel; credential management through libfido2
+/// (fido_credman_*: libfido2 1.12 sends the preview command 0x41, which CTAP 2.1 keys still accept).
 extension FIDO2Session {
   /// Lets go of the device (before it is unplugged); `reopen()` opens it again.
   public func close() { closeDevice() }
@@ -33,26 +33,16 @@ extension FIDO2Session {
   /// specification) and wants a touch: `touchCue` fires when it asks. A key past the window refuses with
   /// NOT_ALLOWED: `.resetNotAllowed`, nothing erased.
   public func reset() throws(TokenError) {
-    if dev == nil, let link {
-      trace?("fido2 > reset")
-      canceller.arm(link)
-      defer { canceller.disarm() }
-      let (status, _) = try link.cbor([0x07], operation: "reset", ms: deadlines.userPresenceMs, touchCue: touchCue)
-      trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-      switch status {
-      case 0: return infoChanged()
-      case 0x30: throw .resetNotAllowed  // CTAP2_ERR_NOT_ALLOWED
-      default: throw Self.error(Int32(status), "reset")
-      }
-    }
-    let dev = try device()
+    let link = try ownLink()
     trace?("fido2 > reset")
-    let rc = try whileWaitingForTouch("reset") { fido_dev_reset(dev) }
-    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
-    switch rc {
-    case FIDO_OK: infoChanged()  // no PIN, no credentials
-    case FIDO_ERR_NOT_ALLOWED: throw .resetNotAllowed
-    default: throw mapped(rc, "reset")
+    canceller.arm(link)
+    defer { canceller.disarm() }
+    let (status, _) = try link.cbor([0x07], operation: "reset", ms: deadlines.userPresenceMs, touchCue: touchCue)
+    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
+    switch status {
+    case 0: infoChanged()  // no PIN, no credentials
+    case 0x30: throw .resetNotAllowed  // CTAP2_ERR_NOT_ALLOWED
+    default: throw Self.error(Int32(status), "reset")
     }
   }
 
@@ -61,42 +51,21 @@ extension FIDO2Session {
   /// is not accepted by another (non-resident IDs are wrapped by the key's own secret), so this tells two keys of
   /// the same model apart.
   public func knowsCredential(rpID: String, credentialID: [UInt8]) throws(TokenError) -> Bool {
-    if dev == nil, let link {
-      let request: [(Int, Item)] = [
-        (1, .text(rpID)), (2, .bytes([UInt8](repeating: 0, count: 32))),
-        (3, .array([.map([(.text("id"), .bytes(credentialID)), (.text("type"), .text("public-key"))])])),
-        (5, .map([(.text("up"), .bool(false))])),
-      ]
-      trace?("fido2 > getAssertion rp=\(rpID) up=false (probe)")
-      let (status, _) = try link.cbor(
-        [0x02] + CTAP2CBOR.encode(.map(request.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: "getAssertion",
-        ms: deadlines.commandMs)
-      trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-      switch status {
-      case 0: return true
-      case 0x2E, 0x22: return false  // NO_CREDENTIALS, INVALID_CREDENTIAL
-      default: throw Self.error(Int32(status), "getAssertion")
-      }
-    }
-    let dev = try device()
-    guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
-    defer {
-      var x: OpaquePointer? = a
-      fido_assert_free(&x)
-    }
-    let cdh = [UInt8](repeating: 0, count: 32)
-    var rc = fido_assert_set_clientdata_hash(a, cdh, cdh.count)
-    if rc == FIDO_OK { rc = fido_assert_set_rp(a, rpID) }
-    if rc == FIDO_OK { rc = fido_assert_allow_cred(a, credentialID, credentialID.count) }
-    if rc == FIDO_OK { rc = fido_assert_set_up(a, FIDO_OPT_FALSE) }
-    guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
+    let link = try ownLink()
+    let request: [(Int, Item)] = [
+      (1, .text(rpID)), (2, .bytes([UInt8](repeating: 0, count: 32))),
+      (3, .array([.map([(.text("id"), .bytes(credentialID)), (.text("type"), .text("public-key"))])])),
+      (5, .map([(.text("up"), .bool(false))])),
+    ]
     trace?("fido2 > getAssertion rp=\(rpID) up=false (probe)")
-    rc = try call("getAssertion", deadlines.commandMs) { fido_dev_get_assert(dev, a, nil) }
-    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
-    switch rc {
-    case FIDO_OK: return true
-    case FIDO_ERR_NO_CREDENTIALS, FIDO_ERR_INVALID_CREDENTIAL: return false
-    default: throw mapped(rc, "getAssertion")
+    let (status, _) = try link.cbor(
+      [0x02] + CTAP2CBOR.encode(.map(request.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: "getAssertion",
+      ms: deadlines.commandMs)
+    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
+    switch status {
+    case 0: return true
+    case 0x2E, 0x22: return false  // NO_CREDENTIALS, INVALID_CREDENTIAL
+    default: throw Self.error(Int32(status), "getAssertion")
     }
   }
 

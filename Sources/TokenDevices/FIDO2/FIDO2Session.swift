@@ -196,6 +196,17 @@ public final class FIDO2Session {
     return dev!
   }
 
+  /// The session's own channel, for every call but credential management: opened again (CTAPHID_INIT) when
+  /// libfido2 had taken the key over (`device()`); a closed session has neither (the key is taken as gone).
+  func ownLink() throws(TokenError) -> CTAP2Link {
+    if let link { return link }
+    guard dev != nil else { throw .smartCard(.cardRemoved(reader: ref.path)) }
+    closeDevice()
+    let opened = try CTAP2Link(ref, ms: deadlines.probeMs)
+    link = opened
+    return opened
+  }
+
   /// Runs one libfido2 call on `d` with a deadline of `ms`. Returns libfido2's status; a transport failure
   /// (FIDO_ERR_RX/TX, or a failed open) that came from the deadline rather than from the key going away is
   /// reported as `nil` (no answer).
@@ -356,11 +367,8 @@ public final class FIDO2Session {
 
   /// Built-in user verification tries left (getUVRetries), for keys with UV (fingerprint); nil otherwise.
   public func uvRetries(_ info: FIDO2Info) -> Int? {
-    guard info.options["uv"] != nil else { return nil }
-    if dev == nil, let link { return try? linkRetries(link, uv: true) }
-    guard let dev = try? device() else { return nil }
-    var n: Int32 = 0
-    return bounded(dev, deadlines.probeMs) { fido_dev_get_uv_retry_count(dev, &n) } == FIDO_OK ? Int(n) : nil
+    guard info.options["uv"] != nil, let link = try? ownLink() else { return nil }
+    return try? linkRetries(link, uv: true)
   }
 
   /// The PIN status in the shape every token shares; the power-cycle state read with it is `powerCycleRequired`.
@@ -370,16 +378,7 @@ public final class FIDO2Session {
 
   /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
   public func setPIN(_ new: [UInt8], old: [UInt8]?) throws(TokenError) {
-    if dev == nil, let link { return try linkSetPIN(link, new, old: old) }
-    let dev = try device()
-    trace?("fido2 > clientPIN \(old == nil ? "setPIN" : "changePIN") <redacted>")
-    let operation = old == nil ? "setPIN" : "changePIN"
-    let rc = try call(operation, deadlines.commandMs) {
-      Self.withCString(new) { n in Self.withCString(old) { o in fido_dev_set_pin(dev, n, o) } }
-    }
-    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
-    guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
-    infoChanged()  // clientPin is now true, forcePINChange false
+    try linkSetPIN(try ownLink(), new, old: old)
   }
 
   /// `Self.error`, except that a transport failure (FIDO_ERR_RX/TX) means removal only when the key is gone: the

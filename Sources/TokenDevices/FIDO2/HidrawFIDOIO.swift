@@ -7,7 +7,7 @@ import Dispatch
 
 /// libfido2 custom I/O (`fido_dev_set_io_functions`) for keys on a Linux hidraw node, in place of libfido2's own
 /// (hid_linux.c): the reads pass through `FIDO2IO.Context`, which captures the getInfo response libfido2 receives
-/// while opening (so no command sends getInfo twice), fires the touch cue on KEEPALIVE UP_NEEDED and tells a
+/// while opening (so no command sends getInfo twice) and tells a
 /// deadline from a failure. One report = 64 bytes; libfido2 writes 65 (report ID 0 first) and reads 64
 /// (HardwareNotes.md, "FIDO2 I/O is ours").
 ///
@@ -98,7 +98,7 @@ enum HidrawFIDOIO {
         if n < 0 { h.context.peerGone = true }  // EIO, ENODEV: unplugged (FIDO2Session.mapped waits for the node)
         return -1
       }
-      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // touch cue, getInfo capture
+      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // getInfo capture
       return 64
     }
 

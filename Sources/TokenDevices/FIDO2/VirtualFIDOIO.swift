@@ -9,7 +9,7 @@ import FoundationEssentials
 /// libfido2 custom I/O (`fido_dev_set_io_functions`) for keys reached over a Unix SOCK_SEQPACKET socket
 /// (virtual-token fido2): one datagram = one 64-byte HID report. libfido2 writes 65 bytes (report ID first) and
 /// reads exactly 64 (HardwareNotes.md, FIDO2). The callbacks capture nothing; the handle is a boxed fd plus the
-/// owning session's `FIDO2IO.Context` (which sees every report: touch cue, getInfo capture).
+/// owning session's `FIDO2IO.Context` (which sees every report: getInfo capture).
 ///
 /// Every call is bounded: connect and send by SO_SNDTIMEO, a read by the `ms` libfido2 passes (the rest of the
 /// session's deadline, `fido_dev_set_timeout`) or, when libfido2 passes -1 (no timeout set), by the context's
@@ -42,7 +42,7 @@ enum VirtualFIDOIO {
       repeat { n = recv(h.fd, buf, 64, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
       if n <= 0 { h.context.peerGone = true }
       guard n == 64 else { return -1 }
-      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // touch cue, getInfo capture
+      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // getInfo capture
       return 64
     }
 
