@@ -142,16 +142,9 @@ struct CTAP2PinProtocol {
   }
 
   static func cbc(_ input: [UInt8], key: [UInt8], iv: [UInt8], encrypt: Bool) -> [UInt8]? {
-    guard input.count % 16 == 0, key.count == 32, iv.count == 16, (try? ManagementKeyCipher.loadLibrary()) != nil,
-      let ctx = EVP_CIPHER_CTX_new()
-    else { return nil }
-    defer { EVP_CIPHER_CTX_free(ctx) }
-    guard EVP_CipherInit_ex(ctx, EVP_aes_256_cbc(), nil, key, iv, encrypt ? 1 : 0) == 1 else { return nil }
-    EVP_CIPHER_CTX_set_padding(ctx, 0)
-    var out = [UInt8](repeating: 0, count: input.count + 16)
-    defer { TokenDevices.wipe(&out) }  // a PIN token or an hmac-secret output passes through here in the clear
-    var len: Int32 = 0
-    guard input.isEmpty || EVP_CipherUpdate(ctx, &out, &len, input, Int32(input.count)) == 1 else { return nil }
-    return Array(out.prefix(Int(len)))
+    guard input.count % 16 == 0, key.count == 32, iv.count == 16, (try? EVPCipher.loadLibrary()) != nil else {
+      return nil
+    }
+    return EVPCipher.run(EVP_aes_256_cbc(), key: key, iv: iv, input, encrypt: encrypt)
   }
 }

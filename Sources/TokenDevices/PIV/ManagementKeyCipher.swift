@@ -3,15 +3,10 @@ import CLibCrypto
 /// One-block ECB encryption for 9B challenge-response (SP 800-73-4 Part 2 Appendix A.1, via libcrypto).
 enum ManagementKeyCipher {
   /// Loads libcrypto (at the first management-key authentication, not at start-up); call before `crypt`/`random`.
-  static func loadLibrary() throws(TokenError) {
-    do { try SystemLibrary.crypto.load() } catch { throw .libraryMissing(error) }
-  }
+  static func loadLibrary() throws(TokenError) { try EVPCipher.loadLibrary() }
 
   static func crypt(_ block: [UInt8], key: [UInt8], algorithm: ManagementKeyAlgorithm, encrypt: Bool) -> [UInt8]? {
-    guard key.count == algorithm.keyLength, block.count == algorithm.blockSize,
-      let ctx = EVP_CIPHER_CTX_new()
-    else { return nil }
-    defer { EVP_CIPHER_CTX_free(ctx) }
+    guard key.count == algorithm.keyLength, block.count == algorithm.blockSize else { return nil }
     let cipher: OpaquePointer? =
       switch algorithm {
       case .tripleDES: EVP_des_ede3_ecb()
@@ -19,12 +14,7 @@ enum ManagementKeyCipher {
       case .aes192: EVP_aes_192_ecb()
       case .aes256: EVP_aes_256_ecb()
       }
-    guard EVP_CipherInit_ex(ctx, cipher, nil, key, nil, encrypt ? 1 : 0) == 1 else { return nil }
-    EVP_CIPHER_CTX_set_padding(ctx, 0)
-    var out = [UInt8](repeating: 0, count: block.count + algorithm.blockSize)
-    var len: Int32 = 0
-    guard EVP_CipherUpdate(ctx, &out, &len, block, Int32(block.count)) == 1 else { return nil }
-    return Array(out.prefix(Int(len)))
+    return EVPCipher.run(cipher, key: key, iv: nil, block, encrypt: encrypt)
   }
 
   static func random(_ n: Int) -> [UInt8] {
