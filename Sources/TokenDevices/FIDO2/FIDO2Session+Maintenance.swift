@@ -38,12 +38,8 @@ extension FIDO2Session {
     canceller.arm(link)
     defer { canceller.disarm() }
     let (status, _) = try link.cbor([0x07], operation: "reset", ms: deadlines.userPresenceMs, touchCue: touchCue)
-    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-    switch status {
-    case 0: infoChanged()  // no PIN, no credentials
-    case 0x30: throw .resetNotAllowed  // CTAP2_ERR_NOT_ALLOWED
-    default: throw Self.error(Int32(status), "reset")
-    }
+    if let refused = answer(link, status, "reset") { throw status == 0x30 ? .resetNotAllowed : refused }  // NOT_ALLOWED
+    infoChanged()  // no PIN, no credentials
   }
 
   /// Whether this key knows `credentialID` for `rpID`: a getAssertion with up=false and no PIN (CTAP 2.1 §6.2:
@@ -61,12 +57,9 @@ extension FIDO2Session {
     let (status, _) = try link.cbor(
       [0x02] + CTAP2CBOR.encode(.map(request.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: "getAssertion",
       ms: deadlines.commandMs)
-    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-    switch status {
-    case 0: return true
-    case 0x2E, 0x22: return false  // NO_CREDENTIALS, INVALID_CREDENTIAL
-    default: throw Self.error(Int32(status), "getAssertion")
-    }
+    guard let refused = answer(link, status, "getAssertion") else { return true }
+    if status == 0x2E || status == 0x22 { return false }  // NO_CREDENTIALS, INVALID_CREDENTIAL
+    throw refused
   }
 
   /// getCredsMetadata: discoverable credentials stored and how many more fit (PIN needed).

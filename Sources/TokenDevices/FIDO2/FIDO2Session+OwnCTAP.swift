@@ -106,12 +106,9 @@ extension FIDO2Session {
         withPermissions = false
         continue
       }
-      trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-      switch status {
-      case 0: break
-      case 0x31: throw .wrongPIN(.pin, retriesLeft: (try? linkRetries(link, uv: false)) ?? 0)
-      case 0x37: throw .pinChangeRequired  // the PIN was right, but the key wants it changed (forcePINChange)
-      default: throw Self.error(Int32(status), operation)
+      if let refused = answer(link, status, operation) {
+        // 0x37: the PIN was right, but the key wants it changed (forcePINChange).
+        throw status == 0x37 ? .pinChangeRequired : refused
       }
       // The caller wipes the token when its request is made.
       guard case .bytes(let enc)? = CTAP2CBOR.field(map, 2), var token = p.decrypt(enc) else {
@@ -145,12 +142,8 @@ extension FIDO2Session {
     }
     trace?("fido2 > clientPIN \(operation) <redacted>")
     let (status, _) = try clientPIN(link, fields, operation: operation, ms: deadlines.commandMs)
-    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-    switch status {
-    case 0: infoChanged()  // clientPin is now true, forcePINChange false
-    case 0x31: throw .wrongPIN(.pin, retriesLeft: (try? linkRetries(link, uv: false)) ?? 0)
-    default: throw Self.error(Int32(status), operation)
-    }
+    if let refused = answer(link, status, operation) { throw refused }
+    infoChanged()  // clientPin is now true, forcePINChange false
   }
 
   /// getAssertion with hmac-secret over the link: key agreement once (the PIN token and the salt share it), the
@@ -189,11 +182,7 @@ extension FIDO2Session {
     defer { canceller.disarm() }
     let (status, body) = try link.cbor(
       request, operation: operation, ms: deadlines.userPresenceMs, touchCue: touchCue)
-    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-    guard status == 0 else {
-      if status == 0x31 { throw .wrongPIN(.pin, retriesLeft: (try? linkRetries(link, uv: false)) ?? 0) }
-      throw Self.error(Int32(status), operation)
-    }
+    if let refused = answer(link, status, operation) { throw refused }
     guard let map = CTAP2CBOR.map(body), case .bytes(let authData)? = CTAP2CBOR.field(map, 2),
       let encrypted = Self.hmacSecretOutput(authData), var output = p.decrypt(encrypted), output.count == 32
     else { throw .malformedResponse(operation: "getAssertion hmac-secret") }
@@ -242,11 +231,7 @@ extension FIDO2Session {
     let (status, body) = try link.cbor(
       [0x01] + CTAP2CBOR.encode(.map(fields.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: operation,
       ms: deadlines.userPresenceMs, touchCue: touchCue)
-    trace?("fido2 < \(status == 0 ? "OK" : Self.statusName(status))")
-    guard status == 0 else {
-      if status == 0x31 { throw .wrongPIN(.pin, retriesLeft: (try? linkRetries(link, uv: false)) ?? 0) }
-      throw Self.error(Int32(status), operation)
-    }
+    if let refused = answer(link, status, operation) { throw refused }
     // authData: rpIdHash 32, flags 1 (AT 0x40), signCount 4, AAGUID 16, credential ID length 2, credential ID.
     guard let map = CTAP2CBOR.map(body), case .bytes(let authData)? = CTAP2CBOR.field(map, 2), authData.count >= 55,
       authData[32] & 0x40 != 0
@@ -277,6 +262,12 @@ extension FIDO2Session {
     return out
   }
 
-  /// A CTAP2 status in a trace line (libfido2's words when it is loaded, the code otherwise).
-  static func statusName(_ status: UInt8) -> String { TokenError.fido2Message(Int32(status)) }
+  /// Traces the key's answer to a request and returns the error it means, nil for success: a wrong PIN (0x31) with
+  /// the tries read right after (reading spends none), any other status as `FIDO2Session.error` says it.
+  func answer(_ link: CTAP2Link, _ status: UInt8, _ operation: String) -> TokenError? {
+    trace?("fido2 < \(status == 0 ? "OK" : TokenError.fido2Message(Int32(status)))")
+    guard status != 0 else { return nil }
+    if status == 0x31 { return .wrongPIN(.pin, retriesLeft: (try? linkRetries(link, uv: false)) ?? 0) }
+    return Self.error(Int32(status), operation)
+  }
 }
