@@ -9,9 +9,7 @@ public enum FIDO2GetInfo {
   /// The fields `FIDO2Session.info()` reports; nil when the bytes are not one well-formed CBOR map, or a field
   /// TokenBridge reads has the wrong type. Versions (0x01) and the AAGUID (0x03, 16 bytes) must be there.
   public static func parse(_ bytes: some Collection<UInt8>) -> FIDO2Info? {
-    var reader = Reader(bytes: Array(bytes))
-    guard let item = try? reader.item(depth: 0), reader.offset == reader.bytes.count, case .map(let map) = item
-    else { return nil }
+    guard let map = CTAP2CBOR.map(Array(bytes)) else { return nil }
     func field(_ key: UInt64) -> Item? { map.first { $0.0 == .unsigned(key) }?.1 }
     func strings(_ key: UInt64) -> [String]?? {
       guard let value = field(key) else { return .some(nil) }
@@ -66,8 +64,7 @@ public enum FIDO2GetInfo {
   /// getUVRetries' uvRetries, 0x05); nil when the bytes are not one well-formed map, or the field is missing or
   /// not an unsigned integer.
   static func unsigned(_ key: UInt64, inMap bytes: some Collection<UInt8>) -> UInt64? {
-    var reader = Reader(bytes: Array(bytes))
-    guard let item = try? reader.item(depth: 0), reader.offset == reader.bytes.count, case .map(let map) = item,
+    guard let map = CTAP2CBOR.map(Array(bytes)),
       case .unsigned(let value)? = map.first(where: { $0.0 == .unsigned(key) })?.1
     else { return nil }
     return value
