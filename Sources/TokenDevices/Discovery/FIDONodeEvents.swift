@@ -36,9 +36,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
   public init(virtualPaths: [String]? = nil, dev: String = "/dev", sys: String = "/sys") {
     self.dev = dev
     self.sys = sys
-    let paths =
-      virtualPaths
-      ?? (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").split(separator: ":").map(String.init)
+    let paths = virtualPaths ?? FIDO2Session.namedVirtualKeys()
     self.virtualPaths = Set(paths)
     fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
     wake = WakePipe.make()

@@ -70,7 +70,7 @@ public enum FIDO2GetInfo {
     return value
   }
 
-  indirect enum Item: Equatable {
+  enum Item: Equatable {
     case unsigned(UInt64)
     case negative(UInt64)
     case bytes([UInt8])

@@ -106,10 +106,15 @@ public final class FIDO2Session {
   /// The virtual keys' sockets that exist: `virtualPaths`, else those named in `TOKENBRIDGE_VIRTUAL_FIDO` (socket
   /// paths separated by `:`).
   static func virtualSockets(_ virtualPaths: [String]?) -> [String] {
-    let named =
-      virtualPaths
-      ?? (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").split(separator: ":").map(String.init)
-    return named.filter { access($0, F_OK) == 0 }  // not FileManager: 2% of a four-key listing's CPU (perf)
+    (virtualPaths ?? namedVirtualKeys()).filter { access($0, F_OK) == 0 }  // not FileManager: 2% of a listing's CPU
+  }
+
+  /// The socket paths in `TOKENBRIDGE_VIRTUAL_FIDO` (separated by `:`), split as bytes: a String split walks
+  /// grapheme clusters (`virtualSockets` with four paths: 119k instructions that way, 48k this way; callgrind).
+  static func namedVirtualKeys() -> [String] {
+    (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").utf8.split(separator: UInt8(ascii: ":")).map {
+      String(decoding: $0, as: UTF8.self)
+    }
   }
 
   /// Whether a key may be present: a virtual key's socket, or a hidraw node with the FIDO usage page. Without

@@ -93,7 +93,8 @@ public final class VPCDLink: @unchecked Sendable {
     while !stopped && inserted {
       guard let header = readExactly(s, 2) else { return }
       let len = Int(header[0]) << 8 | Int(header[1])
-      guard let payload = readExactly(s, len) else { return }
+      // The payload needs no quick ACK: nothing waits for its ACK (the reply carries it).
+      guard let payload = socketRead(s, len) else { return }
       if len == 1 {
         switch payload[0] {
         case 0x00, 0x02: card.powerCycle()  // power off / reset: no reply
@@ -108,8 +109,9 @@ public final class VPCDLink: @unchecked Sendable {
   }
 
   func readExactly(_ s: Int32, _ n: Int) -> [UInt8]? {
-    // vpcd writes the length and the payload in two sends; without an immediate ACK, Nagle on its side
-    // and delayed ACK on ours cost ~40 ms per APDU. TCP_QUICKACK is reset by the kernel: set it per read.
+    // vpcd writes the length and the payload in two sends; without an immediate ACK of the length, Nagle on its
+    // side holds the payload back until our delayed ACK (~40 ms per APDU). TCP_QUICKACK is reset by the kernel
+    // once we send (the reply): set it before each frame's length is read.
     var one: Int32 = 1
     setsockopt(s, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
     return socketRead(s, n)
