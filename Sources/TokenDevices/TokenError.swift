@@ -78,15 +78,20 @@ public struct PINStatus: Sendable, Equatable, Codable {
   public var isDefault: Bool?
   /// The PIN is verified in this session already (empty VERIFY answered 9000).
   public var isVerified: Bool
+  /// A FIDO2 key in its cool-down: it takes no PIN until it is removed and re-inserted (getPINRetries'
+  /// powerCycleState, CTAP 2.1 §6.5.5.3: set after three wrong PINs in a row, by any program). nil: not told.
+  public var powerCycleRequired: Bool?
 
   public init(
-    kind: PINKind, retriesLeft: Int?, maxRetries: Int? = nil, isDefault: Bool? = nil, isVerified: Bool = false
+    kind: PINKind, retriesLeft: Int?, maxRetries: Int? = nil, isDefault: Bool? = nil, isVerified: Bool = false,
+    powerCycleRequired: Bool? = nil
   ) {
     self.kind = kind
     self.retriesLeft = retriesLeft
     self.maxRetries = maxRetries
     self.isDefault = isDefault
     self.isVerified = isVerified
+    self.powerCycleRequired = powerCycleRequired
   }
 
   public var isBlocked: Bool { retriesLeft == 0 }

@@ -11,7 +11,8 @@ struct TokenInfoJSONTests {
     return String(decoding: try enc.encode(tokens), as: UTF8.self)
   }
 
-  static let pin = PINStatus(kind: .pin, retriesLeft: 3, maxRetries: 3, isDefault: true, isVerified: false)
+  static let pin = PINStatus(
+    kind: .pin, retriesLeft: 3, maxRetries: 3, isDefault: true, isVerified: false, powerCycleRequired: false)
   static let info = FIDO2Info(
     versions: ["U2F_V2", "FIDO_2_0", "FIDO_2_1"], extensions: ["hmac-secret", "credProtect"],
     options: ["rk": true, "clientPin": false, "up": true, "credMgmt": true, "Zeta": true],
@@ -22,10 +23,12 @@ struct TokenInfoJSONTests {
   static let full = TokenInfo(
     id: "piv-6100000", kind: .piv, name: "YubiKey 5.4.3 \"quoted\" \\ / é\t\u{1}", reader: "Virtual PCD 00 00",
     capabilities: ["piv", "fido2", "hmac-secret"], serial: 6_100_000, version: "5.4.3",
-    pin: pin, puk: PINStatus(kind: .puk, retriesLeft: 0, maxRetries: 3, isDefault: false, isVerified: true),
+    pin: pin,
+    puk: PINStatus(
+      kind: .puk, retriesLeft: 0, maxRetries: 3, isDefault: false, isVerified: true, powerCycleRequired: false),
     fido2: info, usbDevice: "usb-1050-0407-6100000", sameDeviceAs: ["fido2-hidraw0"],
     ids: ["piv-6100000", "fido2-hidraw0"], kinds: [.piv, .fido2],
-    fido2PIN: PINStatus(kind: .pin, retriesLeft: 8, maxRetries: 8, isDefault: false))
+    fido2PIN: PINStatus(kind: .pin, retriesLeft: 5, maxRetries: 8, isDefault: false, powerCycleRequired: true))
 
   /// The names of the optional fields of `value` (and of the values it holds) that are nil.
   static func nilFields(_ value: Any, path: String = "") -> [String] {

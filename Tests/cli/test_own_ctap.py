@@ -3,6 +3,7 @@ tokens, setPIN/changePIN, makeCredential and getAssertion with hmac-secret) chec
 python-fido2 reads the PIN tokenbridge set and computes the hmac-secret of the credential tokenbridge made, and the
 UAF key derived from it must be the one tokenbridge registered. Each path runs against a CTAP 2.1 key and against a
 CTAP 2.0 one (protocol 1 only, no PIN token with permissions: the fallbacks), and the fallbacks spend no PIN try."""
+import json
 import sqlite3
 from pathlib import Path
 
@@ -116,6 +117,14 @@ def test_a_cool_down_another_command_began_sends_no_pin(tmp_path, home):  # noqa
         assert tb(env, "pin", "set", pins=["1234"]).returncode == 0
         r = tb(env, "pin", "change", "--timeout", "1", pins=["0000", "5678", "0001", "5678", "0002", "5678"])
         assert r.returncode == 14 and "remove and re-insert" in r.stderr, r.stderr
+        # The listing and `fido2 info` show the cool-down, as python-fido2 reads it (powerCycleState).
+        assert ClientPin(key.ctap(), PinProtocolV2()).get_pin_retries() == (5, True)
+        [listed] = json.loads(tb(env, "tokens", "--json").stdout)
+        assert listed["pin"]["retriesLeft"] == 5 and listed["pin"]["powerCycleRequired"] is True, listed
+        assert "5 tries left (of 8) (cooling down: remove and re-insert" in tb(env, "tokens").stdout
+        info = json.loads(tb(env, "fido2", "info", "--json").stdout)
+        assert info["pinRetries"] == 5 and info["powerCycleRequired"] is True, info
+        assert "cooling down" in tb(env, "fido2", "info").stdout
         before = len(requests())
         r = tb(env, "pin", "change", "--timeout", "1", pins=["1234", "5678"])
         assert r.returncode == 14 and "remove and re-insert" in r.stderr, r.stderr
@@ -123,6 +132,9 @@ def test_a_cool_down_another_command_began_sends_no_pin(tmp_path, home):  # noqa
         assert "cmd=0x90 ctap=0x06 clientPIN=0x01" in sent, sent  # the tries (and the cool-down) were read
         assert not [s for s in sent if "clientPIN=0x01" not in s and "ctap=0x06" in s], sent
         key.replug()
+        [listed] = json.loads(tb(env, "tokens", "--json").stdout)
+        assert listed["pin"]["powerCycleRequired"] is False, listed  # re-inserted: PINs are taken again
+        assert "cooling down" not in tb(env, "tokens").stdout
         assert tb(env, "pin", "change", pins=["1234", "5678"]).returncode == 0
         assert ClientPin(key.ctap(), PinProtocolV2()).get_pin_retries()[0] == 8
     finally:

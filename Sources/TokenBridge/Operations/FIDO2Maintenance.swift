@@ -16,6 +16,8 @@ public struct FIDO2KeyReport: Codable, Sendable, Equatable {
   public var forcePINChange: Bool
   /// PIN tries left (nil: no PIN set, or the key would not say).
   public var pinRetries: Int?
+  /// In its cool-down: the key takes no PIN until it is re-inserted (`PINStatus.powerCycleRequired`).
+  public var powerCycleRequired: Bool?
   /// Built-in UV (fingerprint) tries left, keys with UV only.
   public var uvRetries: Int?
   public var remainingDiscoverableCredentials: Int?
@@ -98,13 +100,14 @@ public struct FIDO2Maintenance {
     do { info = try key.session.info() } catch { throw .token(error) }
     // Discovery read the tries a moment ago when a PIN is set (`key.info.pin`); ask again only for a key with PIN
     // support and no PIN, whose count discovery did not read.
-    let retries =
+    let status =
       info.pinIsSet && key.info.pin?.retriesLeft != nil
-      ? key.info.pin?.retriesLeft : info.supportsPIN ? try? key.session.pinRetries() : nil
+      ? key.info.pin : info.supportsPIN ? try? key.session.pinStatus() : nil
     return FIDO2KeyReport(
       token: key.info.id, name: key.info.name, path: key.info.reader, aaguid: info.aaguid, versions: info.versions,
       extensions: info.extensions, options: info.options, pinProtocols: info.pinProtocols,
-      minPINLength: info.minPINLength, forcePINChange: info.forcePINChange, pinRetries: retries,
+      minPINLength: info.minPINLength, forcePINChange: info.forcePINChange, pinRetries: status?.retriesLeft,
+      powerCycleRequired: status?.powerCycleRequired,
       uvRetries: key.session.uvRetries(info),
       remainingDiscoverableCredentials: info.remainingDiscoverableCredentials, firmwareVersion: info.firmwareVersion,
       maxMsgSize: info.maxMsgSize,

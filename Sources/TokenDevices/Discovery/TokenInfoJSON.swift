@@ -50,6 +50,7 @@ extension PINStatus: JSONWritable {
       w.field("isVerified", isVerified)
       w.field("kind", kind.rawValue)
       w.field("maxRetries", maxRetries)
+      w.field("powerCycleRequired", powerCycleRequired)
       w.field("retriesLeft", retriesLeft)
     }
   }

@@ -226,8 +226,11 @@ final class CTAPHIDChannel {
       guard let n = FIDO2GetInfo.unsigned(0x03, inMap: body), n <= 255, let info else {
         return fail(.malformedResponse(operation: "getPINRetries"))
       }
-      trace("fido2 < getPINRetries: \(n)")
-      finish(info, PINStatus(kind: .pin, retriesLeft: Int(n), maxRetries: 8))
+      // powerCycleState (0x04): true while the key takes no PIN until it is re-inserted; a key that leaves it out
+      // (CTAP 2.0) says nothing.
+      let coolingDown = FIDO2GetInfo.bool(0x04, inMap: body)
+      trace("fido2 < getPINRetries: \(n)\(coolingDown == true ? ", power cycle required" : "")")
+      finish(info, PINStatus(kind: .pin, retriesLeft: Int(n), maxRetries: 8, powerCycleRequired: coolingDown))
     }
   }
 

@@ -46,7 +46,7 @@ extension FIDO2Session {
     // powerCycleState (0x04, CTAP 2.1): true while the key takes no PIN until it is re-inserted (3 wrong in a row,
     // in this process or another). A key that leaves it out says nothing: false.
     if !uv {
-      powerCycleRequired = CTAP2CBOR.field(map, 4) == .bool(true)
+      if case .bool(let b)? = CTAP2CBOR.field(map, 4) { powerCycleState = b } else { powerCycleState = nil }
       trace?("fido2 < \(operation): \(n)\(powerCycleRequired ? ", power cycle required" : "")")
     } else {
       trace?("fido2 < \(operation): \(n)")

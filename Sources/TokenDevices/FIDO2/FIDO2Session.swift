@@ -92,7 +92,10 @@ public final class FIDO2Session {
   /// The key said, with its PIN tries, that it takes no PIN until it is re-inserted (getPINRetries' powerCycleState:
   /// three wrong PINs in a row, maybe in another process). Updated by every read of the tries over the session's own
   /// channel; libfido2 does not report it (false then).
-  public internal(set) var powerCycleRequired = false
+  public var powerCycleRequired: Bool { powerCycleState == true }
+  /// getPINRetries' powerCycleState as the last read over the session's own channel gave it; nil when the key left
+  /// it out (a CTAP 2.0 key) or no such read was made.
+  var powerCycleState: Bool?
   /// Whether `knownInfo` came from the getInfo inside the open (no request of ours); for tests and traces.
   public private(set) var infoFromOpen = false
 
@@ -378,7 +381,10 @@ public final class FIDO2Session {
 
   /// The PIN status in the shape every token shares; the power-cycle state read with it is `powerCycleRequired`.
   public func pinStatus() throws(TokenError) -> PINStatus {
-    PINStatus(kind: .pin, retriesLeft: try pinRetries(), maxRetries: 8)
+    // Our getPINRetries reads the power-cycle state too; libfido2's (while it holds the key) does not tell it.
+    let ownLink = dev == nil && link != nil
+    let left = try pinRetries()
+    return PINStatus(kind: .pin, retriesLeft: left, maxRetries: 8, powerCycleRequired: ownLink ? powerCycleState : nil)
   }
 
   /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.

@@ -40,7 +40,9 @@ struct FIDO2InfoCommand: CLICommand {
       print("  extensions: \(r.extensions.isEmpty ? "none" : r.extensions.map(displayable).joined(separator: ", "))")
       if let fw = r.firmwareVersion { print("  firmware: \(fw)") }
       print("  PIN: \(r.options["clientPin"] == nil ? "not supported" : r.options["clientPin"]! ? "set" : "not set")")
-      if let n = r.pinRetries, r.options["clientPin"] == true { print("  PIN tries left: \(n) (of 8)") }
+      if let n = r.pinRetries, r.options["clientPin"] == true {
+        print("  PIN tries left: \(n) (of 8)\(r.powerCycleRequired == true ? Render.coolingDown : "")")
+      }
       if let n = r.uvRetries { print("  built-in verification (UV) tries left: \(n)") }
       print("  minimum PIN length: \(r.minPINLength)\(r.forcePINChange ? " (the key asks for a new PIN)" : "")")
       print("  PIN protocols: \(r.pinProtocols.map(String.init).joined(separator: ", "))")

@@ -10,8 +10,12 @@ enum Render {
     var out = ErrorReport.triesLeft(left)
     if let max = s.maxRetries { out += " (of \(max))" }
     if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
+    if s.powerCycleRequired == true { out += coolingDown }
     return out
   }
+
+  /// After the tries of a FIDO2 key that takes no PIN until it is re-inserted (`PINStatus.powerCycleRequired`).
+  static let coolingDown = " (cooling down: remove and re-insert the key before the next PIN)"
 
   /// PIN (and PUK) lines for a token of either kind.
   static func pinLines(_ t: TokenInfo) -> [String] {
