@@ -16,10 +16,27 @@ ROUNDS = int(args[0]) if args else 24
 
 
 CPU = {}  # label -> CPU seconds (user + system, all threads) of each counted run
+# label -> CPU seconds that pcscd and the simulators spent during the counted runs, summed (/proc/PID/stat, in
+# clock ticks: too coarse for one run, not for their sum). They share the machine's CPUs with tokenbridge.
+OTHERS = {}
+WATCHED = {}  # pid -> "pcscd" | "simulators"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def others_cpu():
+    out = {}
+    for pid, kind in WATCHED.items():
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            out[kind] = out.get(kind, 0) + (int(fields[11]) + int(fields[12])) / TICK
+        except OSError:
+            pass
+    return out
 
 
 def timed(cmd, env, expect=None, label=None):
     """One run's wall time in seconds (a new process each time); its CPU time goes to CPU[label]."""
+    others = others_cpu() if label else {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, env=env, stdin=subprocess.DEVNULL)
@@ -27,6 +44,9 @@ def timed(cmd, env, expect=None, label=None):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if label:
         CPU.setdefault(label, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        for kind, seconds in others_cpu().items():
+            OTHERS.setdefault(label, {}).setdefault(kind, 0.0)
+            OTHERS[label][kind] += seconds - others.get(kind, 0.0)
     if p.returncode != 0:
         sys.exit(f"bench: {cmd} failed: {p.stderr.decode()}")
     if expect is not None:
@@ -63,6 +83,7 @@ with tempfile.TemporaryDirectory() as work:
         for i in range(KEYS):
             tokens.add_key(i)
         tokens.wait(CARDS, KEYS)
+        WATCHED = {int(os.environ["TB_PCSCD_PID"]): "pcscd", **{p.pid: "simulators" for p in tokens.procs}}
         no_keys = dict(tokens.env(), TOKENBRIDGE_VIRTUAL_FIDO="")  # keys hidden: PC/SC only, no key probed
         one_key = dict(tokens.env(), TOKENBRIDGE_VIRTUAL_FIDO=tokens.sockets[0])
         others = range(1, CARDS)
@@ -102,10 +123,14 @@ with tempfile.TemporaryDirectory() as work:
 ratio = many / one
 # Where the time goes, for a missed goal: the cards alone against one card, and what the keys add.
 cpu_one, cpu_many = (statistics.median(CPU[k]) * 1000 for k in ("one", "many"))
+runs = len(CPU["many"])
+pcscd_many, sims_many = (OTHERS.get("many", {}).get(k, 0.0) / runs * 1000 for k in ("pcscd", "simulators"))
+busy = (sum(CPU["many"]) / runs * 1000 + pcscd_many + sims_many) / (os.cpu_count() * statistics.mean(samples["many"]) * 1000)
 why = (f"{CARDS} cards alone {cards_only:.1f} ms ({cards_only / one:.2f}x); the {KEYS} keys add "
-       f"{many - cards_only:.1f} ms (1 key alone {one_key:.1f} ms); tokenbridge's own CPU {cpu_many:.1f} ms "
-       f"against {cpu_one:.1f} ms for one card, beside pcscd and {CARDS + KEYS} simulators on "
-       f"{os.cpu_count()} CPUs; 8 PC/SC round trips per card (CONNECT, BEGIN, 5 APDUs, END)")
+       f"{many - cards_only:.1f} ms (1 key alone {one_key:.1f} ms); CPU per twelve-token run: tokenbridge "
+       f"{cpu_many:.1f} ms (one card: {cpu_one:.1f}), pcscd {pcscd_many:.1f} ms, the {CARDS + KEYS} simulators "
+       f"{sims_many:.1f} ms: {busy:.0%} of the {os.cpu_count()} CPUs for the run's wall time; 8 PC/SC round trips "
+       f"per card (CONNECT, BEGIN, 5 APDUs, END)")
 if ROWS:
     print(f"tokens --json, {CARDS} cards + {KEYS} keys (peer: ours, 1 card)\t{many:.1f} ms\t{one:.1f} ms\t"
           f"{ratio:.2f}\t-\t<= 2.00x\t{'yes' if ratio <= 2.0 else 'no'}\t{'' if ratio <= 2.0 else why}")
@@ -119,5 +144,6 @@ else:
     print(f"               1 key: {one_key:6.1f} ms   {CARDS} cards alone: {cards_only:6.1f} ms "
           f"({cards_only / one:4.2f}x one card)   12 tokens vs one key: {many / one_key:4.2f}x")
     print(f"               CPU (tokenbridge, all threads): 1 card {cpu_one:.1f} ms, {CARDS} cards + {KEYS} keys "
-          f"{cpu_many:.1f} ms")
+          f"{cpu_many:.1f} ms; beside it per twelve-token run pcscd {pcscd_many:.1f} ms, the simulators "
+          f"{sims_many:.1f} ms ({busy:.0%} of {os.cpu_count()} CPUs)")
     print(f"accounts --json with {ACCOUNTS} registrations: {accounts:6.1f} ms (goal <= 100 ms, absolute)")
