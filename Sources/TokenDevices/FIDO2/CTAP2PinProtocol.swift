@@ -57,6 +57,13 @@ enum CTAP2CBOR {
   /// The value under `key` (an integer) in a map item.
   static func field(_ map: [(Item, Item)], _ key: Int) -> Item? { map.first { $0.0 == int(key) }?.1 }
 
+  /// getPINRetries' powerCycleState (0x04, CTAP 2.1): true while the key takes no PIN until it is re-inserted (3
+  /// wrong in a row, in this process or another); nil when the key leaves it out (CTAP 2.0 keys say nothing).
+  static func powerCycleState(_ map: [(Item, Item)]) -> Bool? {
+    if case .bool(let b)? = field(map, 4) { return b }
+    return nil
+  }
+
   /// One well-formed CBOR map and nothing after it; nil otherwise.
   static func map(_ bytes: [UInt8]) -> [(Item, Item)]? {
     var reader = FIDO2GetInfo.Reader(bytes: bytes)

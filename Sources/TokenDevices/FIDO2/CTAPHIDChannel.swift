@@ -223,12 +223,10 @@ final class CTAPHIDChannel {
       askPINRetriesOrFinish()
     case .pinRetries:
       guard let body = body(m, "getPINRetries") else { return }
-      guard let n = FIDO2GetInfo.unsigned(0x03, inMap: body), n <= 255, let info else {
-        return fail(.malformedResponse(operation: "getPINRetries"))
-      }
-      // powerCycleState (0x04): true while the key takes no PIN until it is re-inserted; a key that leaves it out
-      // (CTAP 2.0) says nothing.
-      let coolingDown = FIDO2GetInfo.bool(0x04, inMap: body)
+      // pinRetries (0x03) and the power-cycle state, from one parse of the map.
+      guard let map = CTAP2CBOR.map(Array(body)), case .unsigned(let n)? = CTAP2CBOR.field(map, 3), n <= 255, let info
+      else { return fail(.malformedResponse(operation: "getPINRetries")) }
+      let coolingDown = CTAP2CBOR.powerCycleState(map)
       trace("fido2 < getPINRetries: \(n)\(coolingDown == true ? ", power cycle required" : "")")
       finish(info, PINStatus(kind: .pin, retriesLeft: Int(n), maxRetries: 8, powerCycleRequired: coolingDown))
     }

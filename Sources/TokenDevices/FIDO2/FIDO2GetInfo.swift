@@ -70,15 +70,6 @@ public enum FIDO2GetInfo {
     return value
   }
 
-  /// The Boolean under `key` in a response that is one CBOR map (getPINRetries' powerCycleState, 0x04); nil when
-  /// the bytes are not one well-formed map, or the field is missing or not a Boolean.
-  static func bool(_ key: UInt64, inMap bytes: some Collection<UInt8>) -> Bool? {
-    guard let map = CTAP2CBOR.map(Array(bytes)),
-      case .bool(let value)? = map.first(where: { $0.0 == .unsigned(key) })?.1
-    else { return nil }
-    return value
-  }
-
   enum Item: Equatable {
     case unsigned(UInt64)
     case negative(UInt64)

@@ -43,10 +43,8 @@ extension FIDO2Session {
     guard case .unsigned(let n)? = CTAP2CBOR.field(map, uv ? 5 : 3), n <= 255 else {
       throw .malformedResponse(operation: operation)
     }
-    // powerCycleState (0x04, CTAP 2.1): true while the key takes no PIN until it is re-inserted (3 wrong in a row,
-    // in this process or another). A key that leaves it out says nothing: false.
     if !uv {
-      if case .bool(let b)? = CTAP2CBOR.field(map, 4) { powerCycleState = b } else { powerCycleState = nil }
+      powerCycleState = CTAP2CBOR.powerCycleState(map)
       trace?("fido2 < \(operation): \(n)\(powerCycleRequired ? ", power cycle required" : "")")
     } else {
       trace?("fido2 < \(operation): \(n)")
