@@ -83,8 +83,8 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         // getInfo and clientPIN never wait for one: with nothing on the worker they are answered here, without
         // a hop to another thread (two of a key listing's three requests; a benchmark's simulators share the
         // CPUs with the client they serve).
-        let quick = p.cmd == 0x90 && (p.data.first == 0x04 || p.data.first == 0x06)
-        if p.cmd == 0x90 && !(quick && workerLock.withLock({ onWorker == 0 })) {
+        let mayWaitForTouch = p.data.first != 0x04 && p.data.first != 0x06
+        if p.cmd == 0x90 && (mayWaitForTouch || workerLock.withLock({ onWorker > 0 })) {
           workerLock.withLock { onWorker += 1 }
           worker.async { [self] in
             handle(p.cid, p.cmd, p.data)
