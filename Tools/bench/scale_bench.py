@@ -36,7 +36,7 @@ def others_cpu():
 
 def timed(cmd, env, expect=None, label=None):
     """One run's wall time in seconds (a new process each time); its CPU time goes to CPU[label]."""
-    others = others_cpu() if label else {}
+    others_before = others_cpu() if label else {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, env=env, stdin=subprocess.DEVNULL)
@@ -46,7 +46,7 @@ def timed(cmd, env, expect=None, label=None):
         CPU.setdefault(label, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         for kind, seconds in others_cpu().items():
             OTHERS.setdefault(label, {}).setdefault(kind, 0.0)
-            OTHERS[label][kind] += seconds - others.get(kind, 0.0)
+            OTHERS[label][kind] += seconds - others_before.get(kind, 0.0)
     if p.returncode != 0:
         sys.exit(f"bench: {cmd} failed: {p.stderr.decode()}")
     if expect is not None:
@@ -125,7 +125,8 @@ ratio = many / one
 cpu_one, cpu_many = (statistics.median(CPU[k]) * 1000 for k in ("one", "many"))
 runs = len(CPU["many"])
 pcscd_many, sims_many = (OTHERS.get("many", {}).get(k, 0.0) / runs * 1000 for k in ("pcscd", "simulators"))
-busy = (sum(CPU["many"]) / runs * 1000 + pcscd_many + sims_many) / (os.cpu_count() * statistics.mean(samples["many"]) * 1000)
+cpu_per_run = sum(CPU["many"]) / runs * 1000 + pcscd_many + sims_many  # ms, all three together
+busy = cpu_per_run / (os.cpu_count() * statistics.mean(samples["many"]) * 1000)
 why = (f"{CARDS} cards alone {cards_only:.1f} ms ({cards_only / one:.2f}x); the {KEYS} keys add "
        f"{many - cards_only:.1f} ms (1 key alone {one_key:.1f} ms); CPU per twelve-token run: tokenbridge "
        f"{cpu_many:.1f} ms (one card: {cpu_one:.1f}), pcscd {pcscd_many:.1f} ms, the {CARDS + KEYS} simulators "
