@@ -16,6 +16,18 @@
 #pragma GCC visibility push(hidden)
 
 const char *const tb_lazy_names_TB_LIB_FIDO2[] = {
+    "fido_assert_allow_cred",
+    "fido_assert_count",
+    "fido_assert_flags",
+    "fido_assert_free",
+    "fido_assert_hmac_secret_len",
+    "fido_assert_hmac_secret_ptr",
+    "fido_assert_new",
+    "fido_assert_set_clientdata_hash",
+    "fido_assert_set_extensions",
+    "fido_assert_set_hmac_salt",
+    "fido_assert_set_rp",
+    "fido_assert_set_up",
     "fido_cbor_info_aaguid_len",
     "fido_cbor_info_aaguid_ptr",
     "fido_cbor_info_extensions_len",
@@ -35,8 +47,16 @@ const char *const tb_lazy_names_TB_LIB_FIDO2[] = {
     "fido_cbor_info_versions_len",
     "fido_cbor_info_versions_ptr",
     "fido_cred_display_name",
+    "fido_cred_free",
     "fido_cred_id_len",
     "fido_cred_id_ptr",
+    "fido_cred_new",
+    "fido_cred_set_clientdata_hash",
+    "fido_cred_set_extensions",
+    "fido_cred_set_rk",
+    "fido_cred_set_rp",
+    "fido_cred_set_type",
+    "fido_cred_set_user",
     "fido_cred_user_id_len",
     "fido_cred_user_id_ptr",
     "fido_cred_user_name",
@@ -57,10 +77,16 @@ const char *const tb_lazy_names_TB_LIB_FIDO2[] = {
     "fido_credman_rp_id",
     "fido_credman_rp_name",
     "fido_credman_rp_new",
+    "fido_dev_cancel",
     "fido_dev_close",
+    "fido_dev_force_fido2",
     "fido_dev_free",
+    "fido_dev_get_assert",
     "fido_dev_get_cbor_info",
     "fido_dev_get_retry_count",
+    "fido_dev_get_uv_retry_count",
+    "fido_dev_has_pin",
+    "fido_dev_has_uv",
     "fido_dev_info_free",
     "fido_dev_info_manifest",
     "fido_dev_info_new",
@@ -71,247 +97,371 @@ const char *const tb_lazy_names_TB_LIB_FIDO2[] = {
     "fido_dev_make_cred",
     "fido_dev_new",
     "fido_dev_open",
+    "fido_dev_reset",
     "fido_dev_set_io_functions",
+    "fido_dev_set_pin",
     "fido_dev_set_timeout",
+    "fido_dev_supports_credman",
+    "fido_dev_supports_permissions",
     "fido_init",
     "fido_strerr",
     0,
 };
 
+int fido_assert_allow_cred(fido_assert_t *a0, const unsigned char *a1, size_t a2) {
+  return ((__typeof__(&fido_assert_allow_cred))tb_lazy_function(TB_LIB_FIDO2, 0))(a0, a1, a2);
+}
+
+size_t fido_assert_count(const fido_assert_t *a0) {
+  return ((__typeof__(&fido_assert_count))tb_lazy_function(TB_LIB_FIDO2, 1))(a0);
+}
+
+uint8_t fido_assert_flags(const fido_assert_t *a0, size_t a1) {
+  return ((__typeof__(&fido_assert_flags))tb_lazy_function(TB_LIB_FIDO2, 2))(a0, a1);
+}
+
+void fido_assert_free(fido_assert_t **a0) {
+  ((__typeof__(&fido_assert_free))tb_lazy_function(TB_LIB_FIDO2, 3))(a0);
+}
+
+size_t fido_assert_hmac_secret_len(const fido_assert_t *a0, size_t a1) {
+  return ((__typeof__(&fido_assert_hmac_secret_len))tb_lazy_function(TB_LIB_FIDO2, 4))(a0, a1);
+}
+
+const unsigned char *fido_assert_hmac_secret_ptr(const fido_assert_t *a0, size_t a1) {
+  return ((__typeof__(&fido_assert_hmac_secret_ptr))tb_lazy_function(TB_LIB_FIDO2, 5))(a0, a1);
+}
+
+fido_assert_t *fido_assert_new(void) {
+  return ((__typeof__(&fido_assert_new))tb_lazy_function(TB_LIB_FIDO2, 6))();
+}
+
+int fido_assert_set_clientdata_hash(fido_assert_t *a0, const unsigned char *a1, size_t a2) {
+  return ((__typeof__(&fido_assert_set_clientdata_hash))tb_lazy_function(TB_LIB_FIDO2, 7))(a0, a1, a2);
+}
+
+int fido_assert_set_extensions(fido_assert_t *a0, int a1) {
+  return ((__typeof__(&fido_assert_set_extensions))tb_lazy_function(TB_LIB_FIDO2, 8))(a0, a1);
+}
+
+int fido_assert_set_hmac_salt(fido_assert_t *a0, const unsigned char *a1, size_t a2) {
+  return ((__typeof__(&fido_assert_set_hmac_salt))tb_lazy_function(TB_LIB_FIDO2, 9))(a0, a1, a2);
+}
+
+int fido_assert_set_rp(fido_assert_t *a0, const char *a1) {
+  return ((__typeof__(&fido_assert_set_rp))tb_lazy_function(TB_LIB_FIDO2, 10))(a0, a1);
+}
+
+int fido_assert_set_up(fido_assert_t *a0, fido_opt_t a1) {
+  return ((__typeof__(&fido_assert_set_up))tb_lazy_function(TB_LIB_FIDO2, 11))(a0, a1);
+}
+
 size_t fido_cbor_info_aaguid_len(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_aaguid_len))tb_lazy_function(TB_LIB_FIDO2, 0))(a0);
+  return ((__typeof__(&fido_cbor_info_aaguid_len))tb_lazy_function(TB_LIB_FIDO2, 12))(a0);
 }
 
 const unsigned char *fido_cbor_info_aaguid_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_aaguid_ptr))tb_lazy_function(TB_LIB_FIDO2, 1))(a0);
+  return ((__typeof__(&fido_cbor_info_aaguid_ptr))tb_lazy_function(TB_LIB_FIDO2, 13))(a0);
 }
 
 size_t fido_cbor_info_extensions_len(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_extensions_len))tb_lazy_function(TB_LIB_FIDO2, 2))(a0);
+  return ((__typeof__(&fido_cbor_info_extensions_len))tb_lazy_function(TB_LIB_FIDO2, 14))(a0);
 }
 
 char **fido_cbor_info_extensions_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_extensions_ptr))tb_lazy_function(TB_LIB_FIDO2, 3))(a0);
+  return ((__typeof__(&fido_cbor_info_extensions_ptr))tb_lazy_function(TB_LIB_FIDO2, 15))(a0);
 }
 
 void fido_cbor_info_free(fido_cbor_info_t **a0) {
-  ((__typeof__(&fido_cbor_info_free))tb_lazy_function(TB_LIB_FIDO2, 4))(a0);
+  ((__typeof__(&fido_cbor_info_free))tb_lazy_function(TB_LIB_FIDO2, 16))(a0);
 }
 
 uint64_t fido_cbor_info_fwversion(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_fwversion))tb_lazy_function(TB_LIB_FIDO2, 5))(a0);
+  return ((__typeof__(&fido_cbor_info_fwversion))tb_lazy_function(TB_LIB_FIDO2, 17))(a0);
 }
 
 uint64_t fido_cbor_info_maxmsgsiz(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_maxmsgsiz))tb_lazy_function(TB_LIB_FIDO2, 6))(a0);
+  return ((__typeof__(&fido_cbor_info_maxmsgsiz))tb_lazy_function(TB_LIB_FIDO2, 18))(a0);
 }
 
 uint64_t fido_cbor_info_minpinlen(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_minpinlen))tb_lazy_function(TB_LIB_FIDO2, 7))(a0);
+  return ((__typeof__(&fido_cbor_info_minpinlen))tb_lazy_function(TB_LIB_FIDO2, 19))(a0);
 }
 
 fido_cbor_info_t *fido_cbor_info_new(void) {
-  return ((__typeof__(&fido_cbor_info_new))tb_lazy_function(TB_LIB_FIDO2, 8))();
+  return ((__typeof__(&fido_cbor_info_new))tb_lazy_function(TB_LIB_FIDO2, 20))();
 }
 
 _Bool fido_cbor_info_new_pin_required(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_new_pin_required))tb_lazy_function(TB_LIB_FIDO2, 9))(a0);
+  return ((__typeof__(&fido_cbor_info_new_pin_required))tb_lazy_function(TB_LIB_FIDO2, 21))(a0);
 }
 
 size_t fido_cbor_info_options_len(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_options_len))tb_lazy_function(TB_LIB_FIDO2, 10))(a0);
+  return ((__typeof__(&fido_cbor_info_options_len))tb_lazy_function(TB_LIB_FIDO2, 22))(a0);
 }
 
 char **fido_cbor_info_options_name_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_options_name_ptr))tb_lazy_function(TB_LIB_FIDO2, 11))(a0);
+  return ((__typeof__(&fido_cbor_info_options_name_ptr))tb_lazy_function(TB_LIB_FIDO2, 23))(a0);
 }
 
 const _Bool *fido_cbor_info_options_value_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_options_value_ptr))tb_lazy_function(TB_LIB_FIDO2, 12))(a0);
+  return ((__typeof__(&fido_cbor_info_options_value_ptr))tb_lazy_function(TB_LIB_FIDO2, 24))(a0);
 }
 
 size_t fido_cbor_info_protocols_len(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_protocols_len))tb_lazy_function(TB_LIB_FIDO2, 13))(a0);
+  return ((__typeof__(&fido_cbor_info_protocols_len))tb_lazy_function(TB_LIB_FIDO2, 25))(a0);
 }
 
 const uint8_t *fido_cbor_info_protocols_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_protocols_ptr))tb_lazy_function(TB_LIB_FIDO2, 14))(a0);
+  return ((__typeof__(&fido_cbor_info_protocols_ptr))tb_lazy_function(TB_LIB_FIDO2, 26))(a0);
 }
 
 int64_t fido_cbor_info_rk_remaining(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_rk_remaining))tb_lazy_function(TB_LIB_FIDO2, 15))(a0);
+  return ((__typeof__(&fido_cbor_info_rk_remaining))tb_lazy_function(TB_LIB_FIDO2, 27))(a0);
 }
 
 size_t fido_cbor_info_versions_len(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_versions_len))tb_lazy_function(TB_LIB_FIDO2, 16))(a0);
+  return ((__typeof__(&fido_cbor_info_versions_len))tb_lazy_function(TB_LIB_FIDO2, 28))(a0);
 }
 
 char **fido_cbor_info_versions_ptr(const fido_cbor_info_t *a0) {
-  return ((__typeof__(&fido_cbor_info_versions_ptr))tb_lazy_function(TB_LIB_FIDO2, 17))(a0);
+  return ((__typeof__(&fido_cbor_info_versions_ptr))tb_lazy_function(TB_LIB_FIDO2, 29))(a0);
 }
 
 const char *fido_cred_display_name(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_display_name))tb_lazy_function(TB_LIB_FIDO2, 18))(a0);
+  return ((__typeof__(&fido_cred_display_name))tb_lazy_function(TB_LIB_FIDO2, 30))(a0);
+}
+
+void fido_cred_free(fido_cred_t **a0) {
+  ((__typeof__(&fido_cred_free))tb_lazy_function(TB_LIB_FIDO2, 31))(a0);
 }
 
 size_t fido_cred_id_len(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_id_len))tb_lazy_function(TB_LIB_FIDO2, 19))(a0);
+  return ((__typeof__(&fido_cred_id_len))tb_lazy_function(TB_LIB_FIDO2, 32))(a0);
 }
 
 const unsigned char *fido_cred_id_ptr(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_id_ptr))tb_lazy_function(TB_LIB_FIDO2, 20))(a0);
+  return ((__typeof__(&fido_cred_id_ptr))tb_lazy_function(TB_LIB_FIDO2, 33))(a0);
+}
+
+fido_cred_t *fido_cred_new(void) {
+  return ((__typeof__(&fido_cred_new))tb_lazy_function(TB_LIB_FIDO2, 34))();
+}
+
+int fido_cred_set_clientdata_hash(fido_cred_t *a0, const unsigned char *a1, size_t a2) {
+  return ((__typeof__(&fido_cred_set_clientdata_hash))tb_lazy_function(TB_LIB_FIDO2, 35))(a0, a1, a2);
+}
+
+int fido_cred_set_extensions(fido_cred_t *a0, int a1) {
+  return ((__typeof__(&fido_cred_set_extensions))tb_lazy_function(TB_LIB_FIDO2, 36))(a0, a1);
+}
+
+int fido_cred_set_rk(fido_cred_t *a0, fido_opt_t a1) {
+  return ((__typeof__(&fido_cred_set_rk))tb_lazy_function(TB_LIB_FIDO2, 37))(a0, a1);
+}
+
+int fido_cred_set_rp(fido_cred_t *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&fido_cred_set_rp))tb_lazy_function(TB_LIB_FIDO2, 38))(a0, a1, a2);
+}
+
+int fido_cred_set_type(fido_cred_t *a0, int a1) {
+  return ((__typeof__(&fido_cred_set_type))tb_lazy_function(TB_LIB_FIDO2, 39))(a0, a1);
+}
+
+int fido_cred_set_user(fido_cred_t *a0, const unsigned char *a1, size_t a2, const char *a3, const char *a4, const char *a5) {
+  return ((__typeof__(&fido_cred_set_user))tb_lazy_function(TB_LIB_FIDO2, 40))(a0, a1, a2, a3, a4, a5);
 }
 
 size_t fido_cred_user_id_len(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_user_id_len))tb_lazy_function(TB_LIB_FIDO2, 21))(a0);
+  return ((__typeof__(&fido_cred_user_id_len))tb_lazy_function(TB_LIB_FIDO2, 41))(a0);
 }
 
 const unsigned char *fido_cred_user_id_ptr(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_user_id_ptr))tb_lazy_function(TB_LIB_FIDO2, 22))(a0);
+  return ((__typeof__(&fido_cred_user_id_ptr))tb_lazy_function(TB_LIB_FIDO2, 42))(a0);
 }
 
 const char *fido_cred_user_name(const fido_cred_t *a0) {
-  return ((__typeof__(&fido_cred_user_name))tb_lazy_function(TB_LIB_FIDO2, 23))(a0);
+  return ((__typeof__(&fido_cred_user_name))tb_lazy_function(TB_LIB_FIDO2, 43))(a0);
 }
 
 int fido_credman_del_dev_rk(fido_dev_t *a0, const unsigned char *a1, size_t a2, const char *a3) {
-  return ((__typeof__(&fido_credman_del_dev_rk))tb_lazy_function(TB_LIB_FIDO2, 24))(a0, a1, a2, a3);
+  return ((__typeof__(&fido_credman_del_dev_rk))tb_lazy_function(TB_LIB_FIDO2, 44))(a0, a1, a2, a3);
 }
 
 int fido_credman_get_dev_metadata(fido_dev_t *a0, fido_credman_metadata_t *a1, const char *a2) {
-  return ((__typeof__(&fido_credman_get_dev_metadata))tb_lazy_function(TB_LIB_FIDO2, 25))(a0, a1, a2);
+  return ((__typeof__(&fido_credman_get_dev_metadata))tb_lazy_function(TB_LIB_FIDO2, 45))(a0, a1, a2);
 }
 
 int fido_credman_get_dev_rk(fido_dev_t *a0, const char *a1, fido_credman_rk_t *a2, const char *a3) {
-  return ((__typeof__(&fido_credman_get_dev_rk))tb_lazy_function(TB_LIB_FIDO2, 26))(a0, a1, a2, a3);
+  return ((__typeof__(&fido_credman_get_dev_rk))tb_lazy_function(TB_LIB_FIDO2, 46))(a0, a1, a2, a3);
 }
 
 int fido_credman_get_dev_rp(fido_dev_t *a0, fido_credman_rp_t *a1, const char *a2) {
-  return ((__typeof__(&fido_credman_get_dev_rp))tb_lazy_function(TB_LIB_FIDO2, 27))(a0, a1, a2);
+  return ((__typeof__(&fido_credman_get_dev_rp))tb_lazy_function(TB_LIB_FIDO2, 47))(a0, a1, a2);
 }
 
 void fido_credman_metadata_free(fido_credman_metadata_t **a0) {
-  ((__typeof__(&fido_credman_metadata_free))tb_lazy_function(TB_LIB_FIDO2, 28))(a0);
+  ((__typeof__(&fido_credman_metadata_free))tb_lazy_function(TB_LIB_FIDO2, 48))(a0);
 }
 
 fido_credman_metadata_t *fido_credman_metadata_new(void) {
-  return ((__typeof__(&fido_credman_metadata_new))tb_lazy_function(TB_LIB_FIDO2, 29))();
+  return ((__typeof__(&fido_credman_metadata_new))tb_lazy_function(TB_LIB_FIDO2, 49))();
 }
 
 const fido_cred_t *fido_credman_rk(const fido_credman_rk_t *a0, size_t a1) {
-  return ((__typeof__(&fido_credman_rk))tb_lazy_function(TB_LIB_FIDO2, 30))(a0, a1);
+  return ((__typeof__(&fido_credman_rk))tb_lazy_function(TB_LIB_FIDO2, 50))(a0, a1);
 }
 
 size_t fido_credman_rk_count(const fido_credman_rk_t *a0) {
-  return ((__typeof__(&fido_credman_rk_count))tb_lazy_function(TB_LIB_FIDO2, 31))(a0);
+  return ((__typeof__(&fido_credman_rk_count))tb_lazy_function(TB_LIB_FIDO2, 51))(a0);
 }
 
 uint64_t fido_credman_rk_existing(const fido_credman_metadata_t *a0) {
-  return ((__typeof__(&fido_credman_rk_existing))tb_lazy_function(TB_LIB_FIDO2, 32))(a0);
+  return ((__typeof__(&fido_credman_rk_existing))tb_lazy_function(TB_LIB_FIDO2, 52))(a0);
 }
 
 void fido_credman_rk_free(fido_credman_rk_t **a0) {
-  ((__typeof__(&fido_credman_rk_free))tb_lazy_function(TB_LIB_FIDO2, 33))(a0);
+  ((__typeof__(&fido_credman_rk_free))tb_lazy_function(TB_LIB_FIDO2, 53))(a0);
 }
 
 fido_credman_rk_t *fido_credman_rk_new(void) {
-  return ((__typeof__(&fido_credman_rk_new))tb_lazy_function(TB_LIB_FIDO2, 34))();
+  return ((__typeof__(&fido_credman_rk_new))tb_lazy_function(TB_LIB_FIDO2, 54))();
 }
 
 uint64_t fido_credman_rk_remaining(const fido_credman_metadata_t *a0) {
-  return ((__typeof__(&fido_credman_rk_remaining))tb_lazy_function(TB_LIB_FIDO2, 35))(a0);
+  return ((__typeof__(&fido_credman_rk_remaining))tb_lazy_function(TB_LIB_FIDO2, 55))(a0);
 }
 
 size_t fido_credman_rp_count(const fido_credman_rp_t *a0) {
-  return ((__typeof__(&fido_credman_rp_count))tb_lazy_function(TB_LIB_FIDO2, 36))(a0);
+  return ((__typeof__(&fido_credman_rp_count))tb_lazy_function(TB_LIB_FIDO2, 56))(a0);
 }
 
 void fido_credman_rp_free(fido_credman_rp_t **a0) {
-  ((__typeof__(&fido_credman_rp_free))tb_lazy_function(TB_LIB_FIDO2, 37))(a0);
+  ((__typeof__(&fido_credman_rp_free))tb_lazy_function(TB_LIB_FIDO2, 57))(a0);
 }
 
 const char *fido_credman_rp_id(const fido_credman_rp_t *a0, size_t a1) {
-  return ((__typeof__(&fido_credman_rp_id))tb_lazy_function(TB_LIB_FIDO2, 38))(a0, a1);
+  return ((__typeof__(&fido_credman_rp_id))tb_lazy_function(TB_LIB_FIDO2, 58))(a0, a1);
 }
 
 const char *fido_credman_rp_name(const fido_credman_rp_t *a0, size_t a1) {
-  return ((__typeof__(&fido_credman_rp_name))tb_lazy_function(TB_LIB_FIDO2, 39))(a0, a1);
+  return ((__typeof__(&fido_credman_rp_name))tb_lazy_function(TB_LIB_FIDO2, 59))(a0, a1);
 }
 
 fido_credman_rp_t *fido_credman_rp_new(void) {
-  return ((__typeof__(&fido_credman_rp_new))tb_lazy_function(TB_LIB_FIDO2, 40))();
+  return ((__typeof__(&fido_credman_rp_new))tb_lazy_function(TB_LIB_FIDO2, 60))();
+}
+
+int fido_dev_cancel(fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_cancel))tb_lazy_function(TB_LIB_FIDO2, 61))(a0);
 }
 
 int fido_dev_close(fido_dev_t *a0) {
-  return ((__typeof__(&fido_dev_close))tb_lazy_function(TB_LIB_FIDO2, 41))(a0);
+  return ((__typeof__(&fido_dev_close))tb_lazy_function(TB_LIB_FIDO2, 62))(a0);
+}
+
+void fido_dev_force_fido2(fido_dev_t *a0) {
+  ((__typeof__(&fido_dev_force_fido2))tb_lazy_function(TB_LIB_FIDO2, 63))(a0);
 }
 
 void fido_dev_free(fido_dev_t **a0) {
-  ((__typeof__(&fido_dev_free))tb_lazy_function(TB_LIB_FIDO2, 42))(a0);
+  ((__typeof__(&fido_dev_free))tb_lazy_function(TB_LIB_FIDO2, 64))(a0);
+}
+
+int fido_dev_get_assert(fido_dev_t *a0, fido_assert_t *a1, const char *a2) {
+  return ((__typeof__(&fido_dev_get_assert))tb_lazy_function(TB_LIB_FIDO2, 65))(a0, a1, a2);
 }
 
 int fido_dev_get_cbor_info(fido_dev_t *a0, fido_cbor_info_t *a1) {
-  return ((__typeof__(&fido_dev_get_cbor_info))tb_lazy_function(TB_LIB_FIDO2, 43))(a0, a1);
+  return ((__typeof__(&fido_dev_get_cbor_info))tb_lazy_function(TB_LIB_FIDO2, 66))(a0, a1);
 }
 
 int fido_dev_get_retry_count(fido_dev_t *a0, int *a1) {
-  return ((__typeof__(&fido_dev_get_retry_count))tb_lazy_function(TB_LIB_FIDO2, 44))(a0, a1);
+  return ((__typeof__(&fido_dev_get_retry_count))tb_lazy_function(TB_LIB_FIDO2, 67))(a0, a1);
+}
+
+int fido_dev_get_uv_retry_count(fido_dev_t *a0, int *a1) {
+  return ((__typeof__(&fido_dev_get_uv_retry_count))tb_lazy_function(TB_LIB_FIDO2, 68))(a0, a1);
+}
+
+_Bool fido_dev_has_pin(const fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_has_pin))tb_lazy_function(TB_LIB_FIDO2, 69))(a0);
+}
+
+_Bool fido_dev_has_uv(const fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_has_uv))tb_lazy_function(TB_LIB_FIDO2, 70))(a0);
 }
 
 void fido_dev_info_free(fido_dev_info_t **a0, size_t a1) {
-  ((__typeof__(&fido_dev_info_free))tb_lazy_function(TB_LIB_FIDO2, 45))(a0, a1);
+  ((__typeof__(&fido_dev_info_free))tb_lazy_function(TB_LIB_FIDO2, 71))(a0, a1);
 }
 
 int fido_dev_info_manifest(fido_dev_info_t *a0, size_t a1, size_t *a2) {
-  return ((__typeof__(&fido_dev_info_manifest))tb_lazy_function(TB_LIB_FIDO2, 46))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_info_manifest))tb_lazy_function(TB_LIB_FIDO2, 72))(a0, a1, a2);
 }
 
 fido_dev_info_t *fido_dev_info_new(size_t a0) {
-  return ((__typeof__(&fido_dev_info_new))tb_lazy_function(TB_LIB_FIDO2, 47))(a0);
+  return ((__typeof__(&fido_dev_info_new))tb_lazy_function(TB_LIB_FIDO2, 73))(a0);
 }
 
 const char *fido_dev_info_path(const fido_dev_info_t *a0) {
-  return ((__typeof__(&fido_dev_info_path))tb_lazy_function(TB_LIB_FIDO2, 48))(a0);
+  return ((__typeof__(&fido_dev_info_path))tb_lazy_function(TB_LIB_FIDO2, 74))(a0);
 }
 
 const char *fido_dev_info_product_string(const fido_dev_info_t *a0) {
-  return ((__typeof__(&fido_dev_info_product_string))tb_lazy_function(TB_LIB_FIDO2, 49))(a0);
+  return ((__typeof__(&fido_dev_info_product_string))tb_lazy_function(TB_LIB_FIDO2, 75))(a0);
 }
 
 const fido_dev_info_t *fido_dev_info_ptr(const fido_dev_info_t *a0, size_t a1) {
-  return ((__typeof__(&fido_dev_info_ptr))tb_lazy_function(TB_LIB_FIDO2, 50))(a0, a1);
+  return ((__typeof__(&fido_dev_info_ptr))tb_lazy_function(TB_LIB_FIDO2, 76))(a0, a1);
 }
 
 _Bool fido_dev_is_fido2(const fido_dev_t *a0) {
-  return ((__typeof__(&fido_dev_is_fido2))tb_lazy_function(TB_LIB_FIDO2, 51))(a0);
+  return ((__typeof__(&fido_dev_is_fido2))tb_lazy_function(TB_LIB_FIDO2, 77))(a0);
 }
 
 int fido_dev_make_cred(fido_dev_t *a0, fido_cred_t *a1, const char *a2) {
-  return ((__typeof__(&fido_dev_make_cred))tb_lazy_function(TB_LIB_FIDO2, 52))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_make_cred))tb_lazy_function(TB_LIB_FIDO2, 78))(a0, a1, a2);
 }
 
 fido_dev_t *fido_dev_new(void) {
-  return ((__typeof__(&fido_dev_new))tb_lazy_function(TB_LIB_FIDO2, 53))();
+  return ((__typeof__(&fido_dev_new))tb_lazy_function(TB_LIB_FIDO2, 79))();
 }
 
 int fido_dev_open(fido_dev_t *a0, const char *a1) {
-  return ((__typeof__(&fido_dev_open))tb_lazy_function(TB_LIB_FIDO2, 54))(a0, a1);
+  return ((__typeof__(&fido_dev_open))tb_lazy_function(TB_LIB_FIDO2, 80))(a0, a1);
+}
+
+int fido_dev_reset(fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_reset))tb_lazy_function(TB_LIB_FIDO2, 81))(a0);
 }
 
 int fido_dev_set_io_functions(fido_dev_t *a0, const fido_dev_io_t *a1) {
-  return ((__typeof__(&fido_dev_set_io_functions))tb_lazy_function(TB_LIB_FIDO2, 55))(a0, a1);
+  return ((__typeof__(&fido_dev_set_io_functions))tb_lazy_function(TB_LIB_FIDO2, 82))(a0, a1);
+}
+
+int fido_dev_set_pin(fido_dev_t *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&fido_dev_set_pin))tb_lazy_function(TB_LIB_FIDO2, 83))(a0, a1, a2);
 }
 
 int fido_dev_set_timeout(fido_dev_t *a0, int a1) {
-  return ((__typeof__(&fido_dev_set_timeout))tb_lazy_function(TB_LIB_FIDO2, 56))(a0, a1);
+  return ((__typeof__(&fido_dev_set_timeout))tb_lazy_function(TB_LIB_FIDO2, 84))(a0, a1);
+}
+
+_Bool fido_dev_supports_credman(const fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_supports_credman))tb_lazy_function(TB_LIB_FIDO2, 85))(a0);
+}
+
+_Bool fido_dev_supports_permissions(const fido_dev_t *a0) {
+  return ((__typeof__(&fido_dev_supports_permissions))tb_lazy_function(TB_LIB_FIDO2, 86))(a0);
 }
 
 void fido_init(int a0) {
-  ((__typeof__(&fido_init))tb_lazy_function(TB_LIB_FIDO2, 57))(a0);
+  ((__typeof__(&fido_init))tb_lazy_function(TB_LIB_FIDO2, 87))(a0);
 }
 
 const char *fido_strerr(int a0) {
-  return ((__typeof__(&fido_strerr))tb_lazy_function(TB_LIB_FIDO2, 58))(a0);
+  return ((__typeof__(&fido_strerr))tb_lazy_function(TB_LIB_FIDO2, 88))(a0);
 }
 
 const char *const tb_lazy_names_TB_LIB_PCSCLITE[] = {
@@ -598,7 +748,6 @@ const char *const tb_lazy_names_TB_LIB_CRYPTO[] = {
     "EVP_CipherUpdate",
     "EVP_aes_128_ecb",
     "EVP_aes_192_ecb",
-    "EVP_aes_256_cbc",
     "EVP_aes_256_ecb",
     "EVP_des_ede3_ecb",
     "RAND_bytes",
@@ -633,20 +782,16 @@ const EVP_CIPHER *EVP_aes_192_ecb(void) {
   return ((__typeof__(&EVP_aes_192_ecb))tb_lazy_function(TB_LIB_CRYPTO, 6))();
 }
 
-const EVP_CIPHER *EVP_aes_256_cbc(void) {
-  return ((__typeof__(&EVP_aes_256_cbc))tb_lazy_function(TB_LIB_CRYPTO, 7))();
-}
-
 const EVP_CIPHER *EVP_aes_256_ecb(void) {
-  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 8))();
+  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 7))();
 }
 
 const EVP_CIPHER *EVP_des_ede3_ecb(void) {
-  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 9))();
+  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 8))();
 }
 
 int RAND_bytes(unsigned char *a0, int a1) {
-  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 10))(a0, a1);
+  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 9))(a0, a1);
 }
 
 #pragma GCC visibility pop

@@ -343,6 +343,7 @@ extension TokenSelection {
     }
     switch keys.count {
     case 0:
+      if let missing = Self.missingLibrary(result.unusableCards) { throw .token(missing) }
       throw .noToken(
         readers: 0, emptyReaders: [],
         unusable: result.unusableCards.filter { $0.id?.hasPrefix("fido2-") == true }.map {

@@ -41,6 +41,7 @@ public struct TokenSelection {
     }
     switch all.count {
     case 0:
+      if let missing = Self.missingLibrary(result.unusableCards) { throw .token(missing) }
       throw .noToken(
         readers: result.readerCount, emptyReaders: result.emptyReaders,
         unusable: result.unusableCards.map { "\($0.reader): \(describe($0.reason))" })
@@ -52,6 +53,15 @@ public struct TokenSelection {
       guard let hit = all.first(where: { $0.info.id == chosen.id }) else { throw .cancelled }
       return hit
     }
+  }
+
+  /// Nothing is usable because a library is missing (libfido2, for every FIDO2 key): that is the thing to fix, and
+  /// the error to show.
+  static func missingLibrary(_ unusable: [UnusableToken]) -> TokenError? {
+    guard let first = unusable.first, case .libraryMissing = first.reason,
+      unusable.allSatisfy({ $0.reason == first.reason })
+    else { return nil }
+    return first.reason
   }
 
   public func choose(id: String?, selector: TokenSelector?) throws(OperationError) -> DiscoveredToken {

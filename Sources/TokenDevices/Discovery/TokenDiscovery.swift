@@ -154,15 +154,13 @@ public struct TokenDiscovery {
   /// Keep a session on each token for a command to use (`found`, `fido2Found`). Off, for a listing (`listed`):
   /// each card is let go by the thread that read it (its transaction ended; pcscd disconnects it when that thread's
   /// PC/SC context is released, in the same thread: no disconnect left for the main thread), and each FIDO2 key is
-  /// read over CTAPHID of our own (`CTAPHIDChannel`: INIT, getInfo, its tries), so libfido2 (with libcrypto) is not
-  /// loaded at all.
+  /// closed by the thread that read it.
   public var sessions = true
 
   /// With `sessions`: read each FIDO2 key's getInfo (its `TokenInfo.fido2`, capabilities and version). Off, a key's
-  /// session sends CTAPHID_INIT and getPINRetries only, and its entry has no `fido2` info: for a command that needs
-  /// nothing getInfo says before it uses the key (an assertion: the PIN protocol and token kind are found by the
-  /// key's answers, a PIN not set or a forced change by its refusal of the PIN). Issue 12: the assertion's
-  /// requests.
+  /// session is opened (libfido2's CTAPHID_INIT and getInfo) and its PIN tries read, and its entry has no `fido2`
+  /// info: for a command that needs nothing more before it uses the key (an assertion: libfido2 picks the PIN
+  /// protocol and token kind from the getInfo of its open).
   public var fido2Info = true
 
   /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
@@ -204,28 +202,30 @@ public struct TokenDiscovery {
   }
 
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each with its own deadlines, started before PC/SC discovery
-  /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. A session
-  /// (its own CTAPHID channel, no libfido2) is opened on each key by a thread of its own; a listing reads them all on the calling thread (one poll over
-  /// every key, `CTAPHIDChannel.read`). Trace lines are collected per key and replayed in order by `collect`.
+  /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. Each key is
+  /// opened through libfido2 by a thread of its own. Trace lines are collected per key and replayed in order by
+  /// `collect`.
   static func startFIDO2Probes(
     virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool,
     sessions: Bool = true, info: Bool = true
   ) -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
-    let all = FIDO2Session.listWithoutLibrary(virtualPaths: virtualPaths)
-    let refs = all.filter { onlyID == nil || Self.fido2ID($0) == onlyID }
-    guard sessions else {
-      // A listing reads every key on this thread, each with deadlines of its own (`CTAPHIDChannel.read`).
-      let keys = CTAPHIDChannel.read(refs, deadlines: deadlines, tracing: tracing, details: details)
-      return keys.map { key in
+    do { try FIDO2Session.loadLibrary() } catch {
+      // Without libfido2 no key can be read: each key sysfs and the virtual key list name is unusable, saying why.
+      let refs = FIDO2Session.presentWithoutLibrary(virtualPaths: virtualPaths).filter {
+        onlyID == nil || Self.fido2ID($0) == onlyID
+      }
+      return refs.map { ref in
         let outcome = ProbeOutcome()
-        outcome.put(Self.listed(key))
-        return (key.ref, outcome)
+        outcome.put((.unusable(UnusableToken(id: Self.fido2ID(ref), reader: ref.path, reason: error)), []))
+        return (ref, outcome)
       }
     }
+    let refs = FIDO2Session.list(virtualPaths: virtualPaths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
     return refs.map { ref in
       let outcome = ProbeOutcome()
       POSIXThread.start {
-        outcome.put(Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details, info: info))
+        outcome.put(
+          Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details, info: info, keep: sessions))
       }
       return (ref, outcome)
     }
@@ -258,44 +258,37 @@ public struct TokenDiscovery {
     }
   }
 
-  /// Opens the key (CTAPHID_INIT over the session's own channel), reads getInfo (kept: `FIDO2Session.info()`) and
-  /// its PIN tries; with `details` also the UV tries (keys with built-in UV only). Without `info`, no getInfo: the
-  /// PIN tries are read all the same (a key that refuses the request has none to show).
+  /// Opens the key (libfido2: CTAPHID_INIT and getInfo), reads getInfo (kept: `FIDO2Session.info()`) and its PIN
+  /// tries; with `details` also the UV tries (keys with built-in UV only). Without `info`, no getInfo of ours: the
+  /// PIN tries are read all the same (a key that refuses the request has none to show). Without `keep`, the key is
+  /// closed and only its entry is kept (a listing).
   static func probe(
-    _ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true, info readInfo: Bool = true
+    _ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true, info readInfo: Bool = true,
+    keep: Bool = true
   ) -> (FIDO2Probe, [String]) {
     var lines: [String] = []
     let id = fido2ID(ref)
     do {
       let session = try FIDO2Session(ref, deadlines: deadlines, trace: tracing ? { lines.append($0) } : nil)
       defer { session.trace = nil }
-      guard readInfo else {
-        var pin: PINStatus?
+      var info: FIDO2Info?
+      var pin: PINStatus?
+      if readInfo {
+        var read = try session.info()
+        if details { read.uvRetries = session.uvRetries(read) }
+        info = read
+        pin = read.pinIsSet ? try session.pinStatus() : nil
+      } else {
         do { pin = try session.pinStatus() } catch .fido2(let code, _) where code > 0 { pin = nil }  // no clientPin
-        return (.found(DiscoveredFIDO2(info: token(ref, nil, pin), session: session)), lines)
       }
-      var info = try session.info()
-      if details { info.uvRetries = session.uvRetries(info) }
-      let pin = info.pinIsSet ? try session.pinStatus() : nil
-      return (.found(DiscoveredFIDO2(info: token(ref, info, pin), session: session)), lines)
+      let entry = token(ref, info, pin)
+      guard keep else {
+        session.close()
+        return (.listed(entry), lines)
+      }
+      return (.found(DiscoveredFIDO2(info: entry, session: session)), lines)
     } catch {
       return (.unusable(UnusableToken(id: id, reader: ref.path, reason: error)), lines)
-    }
-  }
-
-  /// A key read for a listing (`CTAPHIDChannel`: what `probe` reads, without libfido2), or why it cannot be used,
-  /// from its finished exchange.
-  static func listed(_ key: CTAPHIDChannel) -> (FIDO2Probe, [String]) {
-    let lines = key.lines ?? []
-    switch key.result {
-    case .success(let (info, pin)): return (.listed(token(key.ref, info, pin)), lines)
-    case .failure(let error):
-      return (.unusable(UnusableToken(id: fido2ID(key.ref), reader: key.ref.path, reason: error)), lines)
-    case nil:  // `read` returns once every exchange has ended; kept total all the same
-      return (
-        .unusable(UnusableToken(id: fido2ID(key.ref), reader: key.ref.path, reason: .noAnswer(operation: "open"))),
-        lines
-      )
     }
   }
 
@@ -327,12 +320,9 @@ public struct TokenDiscovery {
 
   public func discover() throws(TokenError) -> DiscoveryResult {
     var result = DiscoveryResult()
-    // Discovery loads no libfido2: keys are found from sysfs and the virtual key list, and read over CTAPHID of our
-    // own (a session's `CTAP2Link`, a listing's `CTAPHIDChannel`); libfido2 is loaded by the call that needs it.
-    //
-    // The FIDO2 side runs beside the PC/SC side: for sessions each key has a probe thread of its own; a listing
-    // reads every key on this side's thread. PC/SC needs only how many keys to expect (for a lone card's
-    // `detailed`), which sysfs and the virtual key list tell.
+    // libfido2 is loaded only when a key may be there (sysfs or the virtual key list say so: `expectedKeys`).
+    // The FIDO2 side runs beside the PC/SC side: libfido2's manifest, then a probe thread per key. PC/SC needs only
+    // how many keys to expect (for a lone card's `detailed`), which sysfs and the virtual key list tell.
     let expectedKeys = includeFIDO2 ? FIDO2Session.expectedKeys(virtualPaths: virtualFIDO2Paths) : 0
     let lookForKeys = expectedKeys > 0  // `keysPossible`, from the same one look at sysfs
     typealias FIDO2Side = [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)]

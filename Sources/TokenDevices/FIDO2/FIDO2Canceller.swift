@@ -1,17 +1,27 @@
+import CFido2
 import Synchronization
 
 /// Cancels a session's operation that waits for a touch, from another thread (a Ctrl-C handler): CTAPHID_CANCEL
-/// on the session's own channel (`CTAP2Link.cancel`; every call that waits for a touch goes over it). One per
-/// session, no global: the channel is armed only while such an operation runs, and the lock keeps the session from
-/// closing it during a cancel.
+/// through `fido_dev_cancel` (libfido2 writes it on the operation's channel; the key then ends the operation with
+/// KEEPALIVE_CANCEL). One per session, no global: the device is armed only while such an operation runs, and the
+/// lock keeps the session from closing it during a cancel. The handle is kept as its address (a plain integer is
+/// Sendable; the pointer type is not).
 public final class FIDO2Canceller: Sendable {
-  let link = Mutex<CTAP2Link?>(nil)
+  let device = Mutex<UInt?>(nil)
 
-  func arm(_ link: CTAP2Link) { self.link.withLock { $0 = link } }
+  func arm(_ dev: OpaquePointer) {
+    let address = UInt(bitPattern: dev)
+    device.withLock { $0 = address }
+  }
 
-  func disarm() { link.withLock { $0 = nil } }
+  func disarm() { device.withLock { $0 = nil } }
 
   /// Cancels the waiting operation, if one runs; returns whether one did.
   @discardableResult
-  public func cancel() -> Bool { link.withLock { $0?.cancel() ?? false } }
+  public func cancel() -> Bool {
+    device.withLock { address in
+      guard let address, let dev = OpaquePointer(bitPattern: address) else { return false }
+      return fido_dev_cancel(dev) == FIDO_OK
+    }
+  }
 }

@@ -38,91 +38,62 @@ enum FIDO2IO {
   }
 
   /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
-  /// callbacks run synchronously inside it), so it needs no lock.
+  /// callbacks run synchronously inside it), so it needs no lock. The one exception is CTAPHID_CANCEL, which
+  /// `FIDO2Canceller` writes (`fido_dev_cancel`) from another thread: a write touches no state here but `timedOut`
+  /// and `peerGone` when it fails, and a failed cancel is not looked at.
   final class Context {
     /// Upper bound of one read when libfido2 passes no timeout (ms < 0), in milliseconds.
     var readDeadlineMs: Int32
+    /// Called once when the key sends KEEPALIVE with status UP_NEEDED (CTAP 2.1 §11.2.9.2.1): libfido2 drops
+    /// keepalives, but they pass through the read callback first, so the user is told to touch the key when the key
+    /// asks, not before.
+    var touchCue: (() -> Void)?
     /// The last read or send ended because the key said (or took) nothing before the deadline, not because the
     /// transport failed.
     var timedOut = false
     /// The key hung up (end of stream, a socket or device error): it was unplugged or its process ended.
     var peerGone = false
-    /// The getInfo response seen in the reads (the one libfido2 sends while opening, or any later one), parsed
-    /// by `FIDO2GetInfo`; nil until one was seen complete and well-formed.
-    var capturedInfo: FIDO2Info?
-
-    /// CTAPHID reassembly of the response to the last request, when that request was getInfo.
-    var capture: Reassembly?
 
     init(readDeadlineMs: Int32) { self.readDeadlineMs = readDeadlineMs }
 
-    /// A report libfido2 sent (64 bytes, without the report ID). An initialization packet of CTAPHID_CBOR whose
-    /// payload is the single byte 0x04 (authenticatorGetInfo) starts a capture of its response; any other
-    /// request ends one. Continuation packets and CANCEL (written from another thread) change nothing.
+    /// The capability flags of the key's answer to our CTAPHID_INIT (CTAP 2.1 §11.2.9.1.3): libfido2 clears its
+    /// copy of FIDO_CAP_CBOR when the getInfo inside its open fails, so the key's own word is kept here.
+    var initCapabilities: UInt8?
+    /// The nonce of the CTAPHID_INIT libfido2 sent last, and the channel the key gave in answer to it. A hidraw
+    /// node hands every reader every report, other programs' too: only our channel's KEEPALIVE is a cue for us.
+    var initNonce: [UInt8]?
+    var channel: [UInt8]?
+
+    /// A report libfido2 sent (64 bytes, channel first): only a CTAPHID_INIT's nonce is kept (offset 7, 8 bytes).
+    /// Runs on the session's thread (a CANCEL from another thread is no INIT and changes nothing).
     func sent(_ report: UnsafeBufferPointer<UInt8>) {
-      guard report.count >= 8, report[4] & 0x80 != 0, report[4] != CTAPHID.cancel else { return }
-      let length = Int(report[5]) << 8 | Int(report[6])
-      capture =
-        report[4] == CTAPHID.cbor && length == 1 && report[7] == 0x04
-        ? Reassembly(channel: Array(report[0..<4]), command: CTAPHID.cbor) : nil
+      guard report.count >= 15, report[4] == Self.initialize else { return }
+      initNonce = Array(report[7..<15])
+      channel = nil
     }
 
-    /// A report the key sent (64 bytes): the packets of a getInfo response are reassembled (KEEPALIVE passed over)
-    /// and, once complete, parsed into `capturedInfo`.
+    /// A report the key sent (64 bytes, channel first). Only this is looked at (libfido2 reads and checks every
+    /// report): the answer to our INIT (command 0x86, payload: nonce 8, channel 4, versions 4, capabilities 1 at
+    /// report offset 23; §11.2.9.1.3) and a KEEPALIVE's status on our channel (command 0xBB, status at offset 7;
+    /// §11.2.9.2.1).
     func received(_ report: UnsafeBufferPointer<UInt8>) {
-      guard report.count >= 8, report[4] != CTAPHID.keepalive, var c = capture else { return }
-      switch c.add(report) {
-      case .more: capture = c
-      case .done(let message):
-        capture = nil
-        // Status byte, then the CBOR map (CTAP 2.1 §8.1).
-        if message.first == 0x00, let info = FIDO2GetInfo.parse(message.dropFirst()) { capturedInfo = info }
-      case .failed: capture = nil
+      guard report.count >= 24 else { return }
+      if report[4] == Self.initialize {
+        guard let nonce = initNonce, Array(report[7..<15]) == nonce else { return }  // another program's INIT
+        channel = Array(report[15..<19])
+        initCapabilities = report[23]
+        return
       }
+      guard report[4] == Self.keepalive, report[7] == Self.upNeeded, let cue = touchCue,
+        channel == nil || Array(report[0..<4]) == channel
+      else { return }
+      touchCue = nil  // once per operation
+      cue()
     }
-  }
 
-  /// The CTAPHID command bytes (CTAP 2.1 §11.2.9; bit 7 set marks an initialization packet).
-  enum CTAPHID {
     static let initialize: UInt8 = 0x86
-    static let cbor: UInt8 = 0x90
-    static let cancel: UInt8 = 0x91
     static let keepalive: UInt8 = 0xBB
-    static let error: UInt8 = 0xBF
-    /// CTAPHID_INIT's broadcast channel.
-    static let broadcast: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF]
-  }
-
-  /// One CTAPHID message being reassembled from 64-byte reports: an initialization packet (channel, `command`,
-  /// length, 57 bytes) and continuation packets (channel, sequence 0…127, 59 bytes). Reports of other channels
-  /// are passed over; an initialization packet with another command (an error, 0xBF) fails the message.
-  struct Reassembly {
-    let channel: [UInt8]
-    let command: UInt8
-    var expected: Int?
-    var sequence: UInt8 = 0
-    var message: [UInt8] = []
-
-    enum Step {
-      case more
-      case done([UInt8])
-      case failed
-    }
-
-    mutating func add(_ report: UnsafeBufferPointer<UInt8>) -> Step {
-      guard report.count == 64, Array(report[0..<4]) == channel else { return .more }  // another channel's
-      if let expected {
-        guard report[4] == sequence else { return .failed }
-        sequence &+= 1
-        message += report[5..<min(64, 5 + expected - message.count)]
-      } else {
-        guard report[4] == command else { return .failed }  // an error (0xBF) or another command
-        let length = Int(report[5]) << 8 | Int(report[6])
-        expected = length
-        message += report[7..<min(64, 7 + length)]
-      }
-      return message.count >= expected ?? 0 ? .done(message) : .more
-    }
+    static let upNeeded: UInt8 = 2
   }
 
   /// The open callback gets only the path: the session hands its context over through the opening thread

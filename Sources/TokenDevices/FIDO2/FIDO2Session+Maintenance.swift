@@ -23,8 +23,9 @@ public struct FIDO2ResidentCredential: Sendable, Equatable, Codable {
   }
 }
 
-/// Reset and the silent credential probe over the session's own channel; credential management through libfido2
-/// (fido_credman_*: libfido2 1.12 sends the preview command 0x41, which CTAP 2.1 keys still accept).
+/// Reset, the silent credential probe and credential management, through libfido2 (fido_dev_reset,
+/// fido_dev_get_assert, fido_credman_*: libfido2 1.12 sends the preview command 0x41, which CTAP 2.1 keys still
+/// accept).
 extension FIDO2Session {
   /// Lets go of the device (before it is unplugged); `reopen()` opens it again.
   public func close() { closeDevice() }
@@ -33,13 +34,16 @@ extension FIDO2Session {
   /// specification) and wants a touch: `touchCue` fires when it asks. A key past the window refuses with
   /// NOT_ALLOWED: `.resetNotAllowed`, nothing erased.
   public func reset() throws(TokenError) {
-    let link = try ownLink()
     trace?("fido2 > reset")
-    canceller.arm(link)
-    defer { canceller.disarm() }
-    let (status, _) = try link.cbor([0x07], operation: "reset", ms: deadlines.userPresenceMs, touchCue: touchCue)
-    if let refused = answer(link, status, "reset") { throw status == 0x30 ? .resetNotAllowed : refused }  // NOT_ALLOWED
-    infoChanged()  // no PIN, no credentials
+    let rc = try whileWaitingForTouch("reset") { fido_dev_reset($0) }
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    switch rc {
+    case FIDO_OK:
+      infoChanged()  // no PIN, no credentials
+      coolDown.pinAccepted(for: ref)  // a new PIN starts with a clean count
+    case FIDO_ERR_NOT_ALLOWED: throw .resetNotAllowed
+    default: throw mapped(rc, "reset")
+    }
   }
 
   /// Whether this key knows `credentialID` for `rpID`: a getAssertion with up=false and no PIN (CTAP 2.1 §6.2:
@@ -47,31 +51,36 @@ extension FIDO2Session {
   /// is not accepted by another (non-resident IDs are wrapped by the key's own secret), so this tells two keys of
   /// the same model apart.
   public func knowsCredential(rpID: String, credentialID: [UInt8]) throws(TokenError) -> Bool {
-    let link = try ownLink()
-    let request: [(Int, Item)] = [
-      (1, .text(rpID)), (2, .bytes([UInt8](repeating: 0, count: 32))),
-      (3, .array([.map([(.text("id"), .bytes(credentialID)), (.text("type"), .text("public-key"))])])),
-      (5, .map([(.text("up"), .bool(false))])),
-    ]
+    guard let a = fido_assert_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getAssertion") }
+    defer {
+      var x: OpaquePointer? = a
+      fido_assert_free(&x)
+    }
+    let cdh = [UInt8](repeating: 0, count: 32)
+    var rc = fido_assert_set_clientdata_hash(a, cdh, cdh.count)
+    if rc == FIDO_OK { rc = fido_assert_set_rp(a, rpID) }
+    if rc == FIDO_OK { rc = fido_assert_allow_cred(a, credentialID, credentialID.count) }
+    if rc == FIDO_OK { rc = fido_assert_set_up(a, FIDO_OPT_FALSE) }
+    guard rc == FIDO_OK else { throw .fido2(rc, operation: "getAssertion") }
     trace?("fido2 > getAssertion rp=\(rpID) up=false (probe)")
-    let (status, _) = try link.cbor(
-      [0x02] + CTAP2CBOR.encode(.map(request.map { (CTAP2CBOR.int($0.0), $0.1) })), operation: "getAssertion",
-      ms: deadlines.commandMs)
-    guard let refused = answer(link, status, "getAssertion") else { return true }
-    if status == 0x2E || status == 0x22 { return false }  // NO_CREDENTIALS, INVALID_CREDENTIAL
-    throw refused
+    rc = try call("getAssertion", deadlines.commandMs) { fido_dev_get_assert($0, a, nil) }
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    switch rc {
+    case FIDO_OK: return true
+    case FIDO_ERR_NO_CREDENTIALS, FIDO_ERR_INVALID_CREDENTIAL: return false
+    default: throw mapped(rc, "getAssertion")
+    }
   }
 
   /// getCredsMetadata: discoverable credentials stored and how many more fit (PIN needed).
   public func credentialMetadata(pin: [UInt8]) throws(TokenError) -> (existing: Int, remaining: Int) {
-    let dev = try device()
     guard let m = fido_credman_metadata_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getCredsMetadata") }
     defer {
       var x: OpaquePointer? = m
       fido_credman_metadata_free(&x)
     }
     trace?("fido2 > credentialManagement getCredsMetadata <PIN redacted>")
-    let rc = try call("getCredsMetadata", deadlines.commandMs) {
+    let rc = try call("getCredsMetadata", deadlines.commandMs) { dev in
       Self.withCString(pin) { fido_credman_get_dev_metadata(dev, m, $0) }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
@@ -82,18 +91,25 @@ extension FIDO2Session {
   /// Every discoverable credential: enumerateRPs, then enumerateCredentials per RP (PIN needed; libfido2
   /// asks the key for a token with the cm permission for each call).
   public func residentCredentials(pin: [UInt8]) throws(TokenError) -> [FIDO2ResidentCredential] {
-    let dev = try device()
     guard let rps = fido_credman_rp_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "enumerateRPs") }
     defer {
       var x: OpaquePointer? = rps
       fido_credman_rp_free(&x)
     }
     trace?("fido2 > credentialManagement enumerateRPs <PIN redacted>")
-    var rc = try call("enumerateRPs", deadlines.commandMs) {
+    var rc = try call("enumerateRPs", deadlines.commandMs) { dev in
       Self.withCString(pin) { fido_credman_get_dev_rp(dev, rps, $0) }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
     if rc == FIDO_ERR_NO_CREDENTIALS { return [] }
+    // A key with no discoverable credential may answer enumerateRPs with success and an empty body (solo1 4.1.5,
+    // HardwareNotes.md), which libfido2 cannot read as a count: when the key's own metadata says it holds none,
+    // that is the answer.
+    if [FIDO_ERR_RX, FIDO_ERR_RX_NOT_CBOR, FIDO_ERR_RX_INVALID_CBOR, FIDO_ERR_INVALID_CBOR].contains(rc),
+      (try? credentialMetadata(pin: pin))?.existing == 0
+    {
+      return []
+    }
     guard rc == FIDO_OK else { throw pinAwareError(rc, "enumerateRPs") }
     var out: [FIDO2ResidentCredential] = []
     for i in 0..<fido_credman_rp_count(rps) {
@@ -106,7 +122,7 @@ extension FIDO2Session {
         fido_credman_rk_free(&x)
       }
       trace?("fido2 > credentialManagement enumerateCredentials rp=\(rpID) <PIN redacted>")
-      rc = try call("enumerateCredentials", deadlines.commandMs) {
+      rc = try call("enumerateCredentials", deadlines.commandMs) { dev in
         Self.withCString(pin) { fido_credman_get_dev_rk(dev, rpID, rks, $0) }
       }
       trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
@@ -132,9 +148,8 @@ extension FIDO2Session {
 
   /// deleteCredential (PIN needed). An ID the key does not hold: `.noCredential`.
   public func deleteResidentCredential(_ credentialID: [UInt8], pin: [UInt8]) throws(TokenError) {
-    let dev = try device()
     trace?("fido2 > credentialManagement deleteCredential <PIN redacted>")
-    let rc = try call("deleteCredential", deadlines.commandMs) {
+    let rc = try call("deleteCredential", deadlines.commandMs) { dev in
       Self.withCString(pin) { fido_credman_del_dev_rk(dev, credentialID, credentialID.count, $0) }
     }
     trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")

@@ -66,18 +66,17 @@ public struct FIDO2Deadlines: Sendable, Equatable {
   public static let standard = FIDO2Deadlines(probeMs: 3_000, commandMs: 10_000, userPresenceMs: 90_000)
 }
 
-/// Speaks CTAP2 to one key (synchronous; one thread at a time): over a channel of its own (`CTAP2Link`) for getInfo,
-/// the tries, the PIN protocol and the hmac-secret assertion, through libfido2 for everything else. The channel is
-/// opened with the session; libfido2 is loaded and opens the key only when a call needs it (`device()`), and from
-/// then on carries every call of the session (the two cannot both hold a hidraw node's lock).
+/// Speaks CTAP2 to one key through libfido2 (synchronous; one thread at a time). libfido2 builds and reads every
+/// CTAPHID and CTAP2 message; the session gives it its transport (`fido_dev_set_io_functions`: `VirtualFIDOIO` or
+/// `HidrawFIDOIO`, which bound every read and fire the touch cue) and a deadline per call (`fido_dev_set_timeout`).
+/// The key is opened with the session (CTAPHID_INIT and getInfo, inside `fido_dev_open`) and stays open until
+/// `close()`.
 public final class FIDO2Session {
   public private(set) var ref: FIDO2DeviceRef
   /// Cancels an operation of this session that waits for a touch (from a Ctrl-C handler).
   public let canceller = FIDO2Canceller()
-  /// libfido2's device, once a call needed it (`device()`); nil while the session speaks over `link`.
+  /// libfido2's device; nil once the session was closed (until `reopen`): the key is then taken as gone.
   var dev: OpaquePointer?
-  /// The session's own channel, until libfido2 opens the key.
-  var link: CTAP2Link?
   public var trace: TraceSink?
   /// Told when the key waits for a touch ("Touch your key").
   public var touchCue: (() -> Void)?
@@ -85,19 +84,17 @@ public final class FIDO2Session {
   public var deadlines: FIDO2Deadlines
   /// The custom I/O's per-session state (virtual and hidraw keys alike: libfido2's own I/O is not used).
   let io: FIDO2IO.Context
-  /// getInfo as the key answered it: captured from the request libfido2 sends while opening (`FIDO2IO`), or
-  /// read by `refreshInfo()`. Nil after a call that changes what getInfo says (setPIN, reset, a credential
-  /// stored or deleted): `info()` then asks the key again.
+  /// getInfo as `info()` read it in this session; nil after a call that changes what getInfo says (setPIN, reset,
+  /// a credential stored or deleted): `info()` then asks the key again.
   var knownInfo: FIDO2Info?
-  /// The key said, with its PIN tries, that it takes no PIN until it is re-inserted (getPINRetries' powerCycleState:
-  /// three wrong PINs in a row, maybe in another process). Updated by every read of the tries over the session's own
-  /// channel; libfido2 does not report it (false then).
-  public var powerCycleRequired: Bool { powerCycleState == true }
-  /// getPINRetries' powerCycleState as the last read over the session's own channel gave it; nil when the key left
-  /// it out (a CTAP 2.0 key) or no such read was made.
-  var powerCycleState: Bool?
-  /// Whether `knownInfo` came from the getInfo inside the open (no request of ours); for tests and traces.
-  public private(set) var infoFromOpen = false
+  /// What this user's own PIN attempts learnt about the key's cool-down since it was plugged in (`FIDO2CoolDown`):
+  /// libfido2 1.12 does not pass getPINRetries' powerCycleState on, and many keys leave it out.
+  let coolDown: FIDO2CoolDown
+
+  /// Known to take no PIN until it is re-inserted: three wrong PINs in a row since it was plugged in, as this
+  /// user's own attempts and tries readings show (`FIDO2CoolDown`), or the key refused a PIN with PIN_AUTH_BLOCKED.
+  /// False when nothing known says so: a cool-down that another user's program began unseen cannot be known.
+  public var powerCycleRequired: Bool { coolDown.required(for: ref) }
 
   static let initialized: Void = { fido_init(0) }()
 
@@ -109,11 +106,10 @@ public final class FIDO2Session {
   /// The virtual keys' sockets that exist: `virtualPaths`, else those named in `TOKENBRIDGE_VIRTUAL_FIDO` (socket
   /// paths separated by `:`).
   static func virtualSockets(_ virtualPaths: [String]?) -> [String] {
-    (virtualPaths ?? namedVirtualKeys()).filter { access($0, F_OK) == 0 }  // not FileManager: 2% of a listing's CPU
+    (virtualPaths ?? namedVirtualKeys()).filter { access($0, F_OK) == 0 }
   }
 
-  /// The socket paths in `TOKENBRIDGE_VIRTUAL_FIDO` (separated by `:`), split as bytes: a String split walks
-  /// grapheme clusters (`virtualSockets` with four paths: 119k instructions that way, 48k this way; callgrind).
+  /// The socket paths in `TOKENBRIDGE_VIRTUAL_FIDO` (separated by `:`).
   static func namedVirtualKeys() -> [String] {
     (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").utf8.split(separator: UInt8(ascii: ":")).map {
       String(decoding: $0, as: UTF8.self)
@@ -130,27 +126,28 @@ public final class FIDO2Session {
     !virtualSockets.isEmpty || HIDReportDescriptor.anyFIDONode()
   }
 
-  /// How many keys `list` will name, told without libfido2: the virtual keys plus the hidraw nodes whose report
-  /// descriptor declares the FIDO usage page (our test is a superset of libfido2's, so this may count one more,
-  /// never fewer). Discovery's PC/SC side needs it while the FIDO2 side is still loading the library.
+  /// How many keys `list` may name, told without libfido2 (from sysfs and the virtual key list; may count one
+  /// more, never fewer). Discovery's PC/SC side needs it while the FIDO2 side is still loading the library.
   public static func expectedKeys(virtualPaths: [String]? = nil) -> Int {
     virtualSockets(virtualPaths).count + HIDReportDescriptor.fidoNodeCount()
   }
 
-  /// Keys present: libfido2's hidraw manifest plus the virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`
-  /// (socket paths separated by `:`). None when no key is possible (`keysPossible`: libfido2 is then not
-  /// loaded) or libfido2 cannot be loaded (`loadLibrary` says why).
+  /// Keys present: libfido2's manifest (`fido_dev_info_manifest`: hidraw nodes with the FIDO usage page) plus the
+  /// virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`. None when no key is possible (`keysPossible`: libfido2 is
+  /// then not loaded) or libfido2 cannot be loaded (`loadLibrary` says why).
   public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
     let virtual = virtualSockets(virtualPaths)
     guard keysPossible(virtualSockets: virtual), (try? loadLibrary()) != nil else { return [] }
     _ = initialized
     var out: [FIDO2DeviceRef] = []
-    if let list = fido_dev_info_new(64) {
+    if !HIDReportDescriptor.anyFIDONode() {
+      // No hidraw key: libfido2's manifest would walk udev for nothing.
+    } else if let list = fido_dev_info_new(64) {
       var n = 0
       if fido_dev_info_manifest(list, 64, &n) == FIDO_OK {
         for i in 0..<n {
           guard let di = fido_dev_info_ptr(list, i), let p = fido_dev_info_path(di) else { continue }
-          // libfido2 gives "" for a USB device without a product string; `listWithoutLibrary` names it as this does.
+          // libfido2 gives "" for a USB device without a product string.
           let product =
             fido_dev_info_product_string(di).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
             ?? "FIDO2 key"
@@ -166,53 +163,35 @@ public final class FIDO2Session {
     return out
   }
 
-  /// The keys `list` names, found without libfido2 (for listings, which read keys over `CTAPHIDChannel`): the
-  /// hidraw nodes its manifest would list (`HIDReportDescriptor.libfido2Nodes`) and the virtual keys.
-  public static func listWithoutLibrary(virtualPaths: [String]? = nil, sys: String = "/sys", dev: String = "/dev")
-    -> [FIDO2DeviceRef]
-  {
-    HIDReportDescriptor.libfido2Nodes(sys: sys, dev: dev).map {
-      FIDO2DeviceRef(path: "\(dev)/\($0.node)", product: $0.product ?? "FIDO2 key", isVirtual: false)
+  /// The keys sysfs (hidraw nodes with the FIDO usage page on USB, as libfido2's manifest takes them) and the
+  /// virtual key list name, found without libfido2: to say which keys cannot be used when it cannot be loaded.
+  static func presentWithoutLibrary(virtualPaths: [String]?) -> [FIDO2DeviceRef] {
+    HIDReportDescriptor.libfido2Nodes().map {
+      FIDO2DeviceRef(path: "/dev/\($0.node)", product: $0.product ?? "FIDO2 key", isVirtual: false)
     } + virtualSockets(virtualPaths).map { FIDO2DeviceRef(path: $0, product: "virtual FIDO2 key", isVirtual: true) }
   }
 
-  /// Opens the key over the session's own channel (CTAPHID_INIT; nothing else is sent, libfido2 is not loaded).
-  public init(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard, trace: TraceSink? = nil)
-    throws(TokenError)
-  {
+  /// Opens the key through libfido2 (CTAPHID_INIT and getInfo inside `fido_dev_open`), bounded by the probe
+  /// deadline.
+  public init(
+    _ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = .standard, trace: TraceSink? = nil,
+    coolDown: FIDO2CoolDown = .forThisUser
+  ) throws(TokenError) {
     self.ref = ref
     self.deadlines = deadlines
     self.trace = trace
+    self.coolDown = coolDown
     io = FIDO2IO.Context(readDeadlineMs: deadlines.probeMs)
-    trace?("fido2 > CTAPHID_INIT")
-    link = try CTAP2Link(ref, ms: deadlines.probeMs)
-  }
-
-  /// libfido2's device for this key: the session's own channel is closed and libfido2 opens the key (CTAPHID_INIT
-  /// and getInfo inside it), the first time a call needs it. A closed session (`close()`, until `reopen`) has
-  /// neither: the key is taken as gone.
-  func device() throws(TokenError) -> OpaquePointer {
-    if let dev { return dev }
-    guard link != nil else { throw .smartCard(.cardRemoved(reader: ref.path)) }
     try Self.loadLibrary()
     _ = Self.initialized
-    link?.close()
-    link = nil
-    let known = knownInfo
     try open()
-    if knownInfo == nil, let known { knownInfo = known }
-    return dev!
   }
 
-  /// The session's own channel, for every call but credential management: opened again (CTAPHID_INIT) when
-  /// libfido2 had taken the key over (`device()`); a closed session has neither (the key is taken as gone).
-  func ownLink() throws(TokenError) -> CTAP2Link {
-    if let link { return link }
-    guard dev != nil else { throw .smartCard(.cardRemoved(reader: ref.path)) }
-    closeDevice()
-    let opened = try CTAP2Link(ref, ms: deadlines.probeMs)
-    link = opened
-    return opened
+  /// libfido2's device for this key; a closed session (`close()`, until `reopen`) has none: the key is taken as
+  /// gone.
+  func device() throws(TokenError) -> OpaquePointer {
+    guard let dev else { throw .smartCard(.cardRemoved(reader: ref.path)) }
+    return dev
   }
 
   /// Runs one libfido2 call on `d` with a deadline of `ms`. Returns libfido2's status; a transport failure
@@ -234,15 +213,16 @@ public final class FIDO2Session {
   }
 
   /// `bounded` on this session's device, throwing `.noAnswer(operation:)` for a call that ran out of time.
-  func call(_ operation: String, _ ms: Int32, _ body: () -> Int32) throws(TokenError) -> Int32 {
-    guard let rc = bounded(dev, ms, body) else { throw .noAnswer(operation: operation) }
+  func call(_ operation: String, _ ms: Int32, _ body: (OpaquePointer) -> Int32) throws(TokenError) -> Int32 {
+    let dev = try device()
+    guard let rc = bounded(dev, ms, { body(dev) }) else { throw .noAnswer(operation: operation) }
     return rc
   }
 
   deinit { closeDevice() }
 
   /// Opens the device (CTAPHID_INIT, then getInfo inside libfido2), bounded by the probe deadline, through our
-  /// own I/O (`VirtualFIDOIO` or `HidrawFIDOIO`), which keeps the getInfo response for `info()`.
+  /// own I/O (`VirtualFIDOIO` or `HidrawFIDOIO`).
   func open() throws(TokenError) {
     if !ref.isVirtual, let refusal = Self.reportLengthRefusal(ref.path) { throw refusal }
     guard let d = fido_dev_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "open") }
@@ -253,19 +233,28 @@ public final class FIDO2Session {
       throw .fido2(FIDO_ERR_INTERNAL, operation: "open")
     }
     let path = ref.path
-    io.capturedInfo = nil
+    io.initCapabilities = nil
+    trace?("fido2 > open (CTAPHID_INIT, getInfo)")
     let rc = bounded(d, deadlines.probeMs) { FIDO2IO.opening(with: io) { fido_dev_open(d, path) } }
     guard rc == FIDO_OK else {
       var dd: OpaquePointer? = d
       fido_dev_free(&dd)
       guard let rc else { throw .noAnswer(operation: "open") }
-      throw .fido2(rc, operation: "open")
+      throw [FIDO_ERR_RX, FIDO_ERR_TX, FIDO_ERR_INTERNAL].contains(rc) ? mapped(rc, "open") : Self.error(rc, "open")
     }
     dev = d
-    // libfido2 falls back to U2F when it could not take its getInfo answer (dev.c `fido_dev_open_rx`): then ours
-    // is not used either.
-    knownInfo = fido_dev_is_fido2(d) ? io.capturedInfo : nil
-    infoFromOpen = knownInfo != nil
+    guard !fido_dev_is_fido2(d) else { return }
+    // libfido2 takes a key for U2F-only when CTAPHID_INIT says it has no CBOR (FIDO_CAP_CBOR, CTAP 2.1 §11.2.9.1.3),
+    // and also when the getInfo inside its open failed (dev.c `fido_dev_open_rx`): then our own getInfo says why.
+    guard (io.initCapabilities ?? 0) & UInt8(FIDO_CAP_CBOR) != 0 else {
+      closeDevice()
+      throw .unsupported("FIDO2 (CTAP2): it answered CTAPHID_INIT as a U2F-only key")
+    }
+    fido_dev_force_fido2(d)
+    do { try refreshInfo() } catch {
+      closeDevice()
+      throw error
+    }
   }
 
   /// libfido2 with custom I/O frames 64-byte reports (dev.c `fido_dev_open_tx`); a hidraw node whose report
@@ -281,19 +270,17 @@ public final class FIDO2Session {
   }
 
   func closeDevice() {
-    link?.close()
-    link = nil
     guard dev != nil else { return }
     fido_dev_close(dev)
     fido_dev_free(&dev)
     dev = nil
   }
 
-  /// Closes and opens again (after a replug), over the session's own channel.
+  /// Closes and opens again (after a replug).
   public func reopen() throws(TokenError) {
     closeDevice()
     infoChanged()  // a replugged key may have been reset meanwhile
-    link = try CTAP2Link(ref, ms: deadlines.probeMs)
+    try open()
   }
 
   /// Opens the key again at `path` (a replugged hidraw key may come back under another number).
@@ -301,11 +288,10 @@ public final class FIDO2Session {
     closeDevice()
     infoChanged()
     ref.path = path
-    link = try CTAP2Link(ref, ms: deadlines.probeMs)
+    try open()
   }
 
-  /// getInfo: what the key answered while opening (no request), or — when that answer could not be read, or a
-  /// call since changed it — a getInfo of our own (`refreshInfo`).
+  /// getInfo (`fido_dev_get_cbor_info`), read once per session; again after a call that changed what it says.
   public func info() throws(TokenError) -> FIDO2Info {
     if let knownInfo { return knownInfo }
     return try refreshInfo()
@@ -315,28 +301,28 @@ public final class FIDO2Session {
   public var infoIfRead: FIDO2Info? { knownInfo }
 
   /// Forgets the getInfo answer: the key's state changed (PIN set or changed, reset, credentials stored).
-  func infoChanged() {
-    knownInfo = nil
-    infoFromOpen = false
+  func infoChanged() { knownInfo = nil }
+
+  /// What libfido2 learnt from the getInfo inside its open, without asking the key again: whether the key takes
+  /// PIN tokens with permissions (`pinUvAuthToken`), has a PIN set, credential management, built-in UV.
+  public var openedWith: (permissions: Bool, pinSet: Bool, credentialManagement: Bool, uv: Bool)? {
+    guard let dev, fido_dev_is_fido2(dev) else { return nil }
+    return (
+      fido_dev_supports_permissions(dev), fido_dev_has_pin(dev), fido_dev_supports_credman(dev),
+      fido_dev_has_uv(dev)
+    )
   }
 
   /// Sends getInfo (`fido_dev_get_cbor_info`) and keeps the answer for `info()`.
   @discardableResult
   public func refreshInfo() throws(TokenError) -> FIDO2Info {
-    if dev == nil, let link {
-      let info = try linkInfo(link)
-      knownInfo = info
-      infoFromOpen = false
-      return info
-    }
-    let dev = try device()
     guard let ci = fido_cbor_info_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getInfo") }
     defer {
       var c: OpaquePointer? = ci
       fido_cbor_info_free(&c)
     }
     trace?("fido2 > getInfo")
-    let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info(dev, ci) }
+    let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info($0, ci) }
     guard rc == FIDO_OK else { throw mapped(rc, "getInfo") }
     func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
       guard let p else { return [] }
@@ -358,45 +344,61 @@ public final class FIDO2Session {
         ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
       firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,
       maxMsgSize: fido_cbor_info_maxmsgsiz(ci) > 0 ? fido_cbor_info_maxmsgsiz(ci) : nil)
+    trace?("fido2 < getInfo: \(info.versions.joined(separator: ","))")
     knownInfo = info
-    infoFromOpen = false
     return info
   }
 
-  /// PIN tries left (getPINRetries; spends none).
+  /// PIN tries left (getPINRetries, `fido_dev_get_retry_count`; spends none). The reading also tells the
+  /// cool-down memory what happened since the last one (`FIDO2CoolDown.observe`).
   public func pinRetries() throws(TokenError) -> Int {
-    if dev == nil, let link { return try linkRetries(link, uv: false) }
-    let dev = try device()
+    trace?("fido2 > clientPIN getPINRetries")
     var n: Int32 = 0
-    let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count(dev, &n) }
+    let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count($0, &n) }
     guard rc == FIDO_OK else { throw mapped(rc, "getPINRetries") }
+    trace?("fido2 < getPINRetries: \(n)")
+    coolDown.observe(retries: Int(n), for: ref)
     return Int(n)
   }
 
   /// Built-in user verification tries left (getUVRetries), for keys with UV (fingerprint); nil otherwise.
   public func uvRetries(_ info: FIDO2Info) -> Int? {
-    guard info.options["uv"] != nil, let link = try? ownLink() else { return nil }
-    return try? linkRetries(link, uv: true)
+    guard info.options["uv"] != nil else { return nil }
+    var n: Int32 = 0
+    guard let rc = try? call("getUVRetries", deadlines.probeMs, { fido_dev_get_uv_retry_count($0, &n) }),
+      rc == FIDO_OK
+    else { return nil }
+    return Int(n)
   }
 
-  /// The PIN status in the shape every token shares; the power-cycle state read with it is `powerCycleRequired`.
+  /// The PIN status in the shape every token shares, with the cool-down as far as it is known
+  /// (`powerCycleRequired`: false when nothing known says so).
   public func pinStatus() throws(TokenError) -> PINStatus {
-    // Our getPINRetries reads the power-cycle state too; libfido2's (while it holds the key) does not tell it.
-    let ownLink = dev == nil && link != nil
     let left = try pinRetries()
-    return PINStatus(kind: .pin, retriesLeft: left, maxRetries: 8, powerCycleRequired: ownLink ? powerCycleState : nil)
+    return PINStatus(kind: .pin, retriesLeft: left, maxRetries: 8, powerCycleRequired: powerCycleRequired)
   }
 
-  /// setPIN (no PIN yet) or changePIN. A wrong current PIN throws `.wrongPIN` with the tries read afterwards.
+  /// setPIN (no PIN yet) or changePIN (`fido_dev_set_pin`). A wrong current PIN throws `.wrongPIN` with the tries
+  /// read afterwards.
   public func setPIN(_ new: [UInt8], old: [UInt8]?) throws(TokenError) {
-    try linkSetPIN(try ownLink(), new, old: old)
+    let operation = old == nil ? "setPIN" : "changePIN"
+    guard new.count <= 63 else { throw .pinFormat(.pin, .tooLong(maximum: 63)) }
+    trace?("fido2 > clientPIN \(operation) <redacted>")
+    let rc = try call(operation, deadlines.commandMs) { dev in
+      Self.withCString(new) { n in Self.withCString(old) { o in fido_dev_set_pin(dev, n, o) } }
+    }
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
+    if old != nil { coolDown.pinAccepted(for: ref) }
+    infoChanged()  // clientPin is now true, forcePINChange false
   }
 
   /// `Self.error`, except that a transport failure (FIDO_ERR_RX/TX) means removal only when the key is gone: the
   /// virtual key's socket hung up, or the hidraw node disappeared. A key that is there but sent something
   /// libfido2 could not take (a wrong command byte, bad framing) is `.fido2(FIDO_ERR_RX, operation:)`.
   func mapped(_ rc: Int32, _ operation: String) -> TokenError {
-    guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX else { return Self.error(rc, operation) }
+    guard [FIDO_ERR_RX, FIDO_ERR_TX, FIDO_ERR_INTERNAL].contains(rc) else { return Self.error(rc, operation) }
+    if rc == FIDO_ERR_INTERNAL, !io.peerGone { return Self.error(rc, operation) }
     let gone = ref.isVirtual ? io.peerGone : Self.nodeGoes(ref.path)
     return gone ? .smartCard(.cardRemoved(reader: ref.path)) : .fido2(rc, operation: operation)
   }
@@ -423,6 +425,8 @@ public final class FIDO2Session {
     case FIDO_ERR_USER_ACTION_TIMEOUT, FIDO_ERR_ACTION_TIMEOUT: .touchTimeout
     case FIDO_ERR_OPERATION_DENIED: .touchDenied
     case FIDO_ERR_KEEPALIVE_CANCEL: .cancelled
+    // An answer libfido2 could not read as CBOR, or CBOR it could not take (CTAP 2.1 §8).
+    case FIDO_ERR_RX_NOT_CBOR, FIDO_ERR_RX_INVALID_CBOR: .malformedResponse(operation: operation)
     default: .fido2(rc, operation: operation)
     }
   }

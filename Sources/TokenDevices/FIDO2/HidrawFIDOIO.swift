@@ -6,9 +6,8 @@ import Dispatch
 #endif
 
 /// libfido2 custom I/O (`fido_dev_set_io_functions`) for keys on a Linux hidraw node, in place of libfido2's own
-/// (hid_linux.c): the reads pass through `FIDO2IO.Context`, which captures the getInfo response libfido2 receives
-/// while opening (so no command sends getInfo twice) and tells a
-/// deadline from a failure. One report = 64 bytes; libfido2 writes 65 (report ID 0 first) and reads 64
+/// (hid_linux.c): the reads pass through `FIDO2IO.Context`, which fires the touch cue when the key asks for a touch
+/// and tells a deadline from a failure. One report = 64 bytes; libfido2 writes 65 (report ID 0 first) and reads 64
 /// (HardwareNotes.md, "FIDO2 I/O is ours").
 ///
 /// Like libfido2's `fido_hid_open`: the node is opened read-write, then locked with an exclusive non-blocking
@@ -98,7 +97,7 @@ enum HidrawFIDOIO {
         if n < 0 { h.context.peerGone = true }  // EIO, ENODEV: unplugged (FIDO2Session.mapped waits for the node)
         return -1
       }
-      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // getInfo capture
+      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // touch cue
       return 64
     }
 
@@ -109,7 +108,7 @@ enum HidrawFIDOIO {
     var n: Int
     repeat { n = write(h.fd, buf, 65) } while n < 0 && errno == EINTR
     guard n == 65 else { return -1 }
-    h.context.sent(UnsafeBufferPointer(start: buf + 1, count: 64))
+    h.context.sent(UnsafeBufferPointer(start: buf + 1, count: 64))  // an INIT's nonce
     return 65
   }
 }

@@ -9,7 +9,7 @@ import FoundationEssentials
 /// libfido2 custom I/O (`fido_dev_set_io_functions`) for keys reached over a Unix SOCK_SEQPACKET socket
 /// (virtual-token fido2): one datagram = one 64-byte HID report. libfido2 writes 65 bytes (report ID first) and
 /// reads exactly 64 (HardwareNotes.md, FIDO2). The callbacks capture nothing; the handle is a boxed fd plus the
-/// owning session's `FIDO2IO.Context` (which sees every report: getInfo capture).
+/// owning session's `FIDO2IO.Context` (which sees every report it reads: the touch cue).
 ///
 /// Every call is bounded: connect and send by SO_SNDTIMEO, a read by the `ms` libfido2 passes (the rest of the
 /// session's deadline, `fido_dev_set_timeout`) or, when libfido2 passes -1 (no timeout set), by the context's
@@ -24,9 +24,12 @@ enum VirtualFIDOIO {
   }
 
   static let openCallback: @convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer? = { path in
-    guard let path, let context = FIDO2IO.openingContext(),
-      let fd = connectSocket(String(cString: path), deadlineMs: context.readDeadlineMs)
-    else { return nil }
+    guard let path, let context = FIDO2IO.openingContext() else { return nil }
+    guard let fd = connectSocket(String(cString: path), deadlineMs: context.readDeadlineMs) else {
+      // No socket, or nobody listening on it: the key was unplugged (its simulator stopped).
+      if errno == ENOENT || errno == ECONNREFUSED { context.peerGone = true } else { context.timedOut = true }
+      return nil
+    }
     return Unmanaged.passRetained(Handle(fd: fd, context: context)).toOpaque()
   }
 
@@ -42,7 +45,7 @@ enum VirtualFIDOIO {
       repeat { n = recv(h.fd, buf, 64, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
       if n <= 0 { h.context.peerGone = true }
       guard n == 64 else { return -1 }
-      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // getInfo capture
+      h.context.received(UnsafeBufferPointer(start: buf, count: 64))  // touch cue
       return 64
     }
 
@@ -57,7 +60,7 @@ enum VirtualFIDOIO {
       if errno == EAGAIN || errno == EWOULDBLOCK { h.context.timedOut = true } else { h.context.peerGone = true }
     }
     guard n == 64 else { return -1 }
-    h.context.sent(UnsafeBufferPointer(start: buf + 1, count: 64))
+    h.context.sent(UnsafeBufferPointer(start: buf + 1, count: 64))  // an INIT's nonce
     return 65
   }
 

@@ -7,19 +7,17 @@ import Testing
   import Glibc
 #endif
 
-/// A listing reads FIDO2 keys over CTAPHID of its own (`CTAPHIDChannel`), not libfido2. It must read what a
-/// command's session reads (its own `CTAP2Link`, whose getInfo `FIDO2GetInfoCaptureTests` compares with
-/// libfido2's; checked against the real virtual key, before and after a PIN is set), and take every
-/// answer a key may give: INIT answers to another nonce, KEEPALIVE, reports of other channels, a message over
-/// several packets, an error status, CTAPHID_ERROR, a U2F-only key, bad CBOR, silence.
+/// A listing reads FIDO2 keys through libfido2, one thread per key, closing each (`TokenDiscovery.probe` without
+/// `keep`). It must read what a command's session reads (checked against the real virtual key, before and after a
+/// PIN is set), and end every answer a key may give as a result or an error, never a hang or a crash: INIT
+/// answers to another nonce, KEEPALIVE, reports of other channels, a message over several packets, an error
+/// status, CTAPHID_ERROR, a U2F-only key, bad CBOR, silence.
 @Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
-struct CTAPHIDListingTests {
+struct FIDO2ListingTests {
   static let quick = FIDO2Deadlines(probeMs: 500, commandMs: 500, userPresenceMs: 500)
 
   static func listed(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = quick) -> Result<TokenInfo, TokenError> {
-    switch TokenDiscovery.listed(CTAPHIDChannel.read([ref], deadlines: deadlines, tracing: false, details: true)[0])
-      .0
-    {
+    switch TokenDiscovery.probe(ref, deadlines: deadlines, tracing: false, details: true, keep: false).0 {
     case .listed(let t): .success(t)
     case .unusable(let u): .failure(u.reason)
     case .found: .failure(.unsupported("a session (a listing opens none)"))
@@ -41,17 +39,21 @@ struct CTAPHIDListingTests {
     #expect(t.fido2?.versions == ["FIDO_2_0"])
     #expect(t.fido2?.extensions == ["hmac-secret", "credProtect", "largeBlobKey", "credBlob", "minPinLength"])
     #expect(t.fido2?.aaguid == String(repeating: "AB", count: 16))
-    #expect(t.pin == PINStatus(kind: .pin, retriesLeft: 5, maxRetries: 8))
+    #expect(t.pin == PINStatus(kind: .pin, retriesLeft: 5, maxRetries: 8, powerCycleRequired: false))
     #expect(t.capabilities == ["fido2", "hmac-secret"])
   }
 
   @Test func everyRefusalIsAnError() throws {
+    // The getInfo inside libfido2's open failed: libfido2 took the key for U2F-only, and the session's own getInfo
+    // (`FIDO2Session.open`) says why.
     let cases: [(String, TokenError)] = [
       ("u2f", .unsupported("FIDO2 (CTAP2): it answered CTAPHID_INIT as a U2F-only key")),
       ("status", .fido2(0x01, operation: "getInfo")),
       ("busy", .fido2(-2, operation: "getInfo")),  // CTAPHID_ERROR: FIDO_ERR_RX, as libfido2 says it
       ("bad-cbor", .malformedResponse(operation: "getInfo")),
-      ("short-init", .malformedResponse(operation: "open")),
+      ("short-init", .fido2(-2, operation: "open")),  // libfido2 reads a short INIT answer as FIDO_ERR_RX
+      // libfido2 takes the first INIT answer it reads as the answer to its own (dev.c `fido_dev_open_rx`).
+      ("other-nonce", .fido2(-2, operation: "open")),
       ("bad-retries", .malformedResponse(operation: "getPINRetries")),
       ("silent", .noAnswer(operation: "open")),
       ("after-init", .noAnswer(operation: "getInfo")),
@@ -62,7 +64,7 @@ struct CTAPHIDListingTests {
     }
   }
 
-  /// A command's session speaks over its own channel (`CTAP2Link`): the same odd keys end the same way there.
+  /// A command's session (kept open): the same odd keys end the same way there.
   static func throughSession(_ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines = quick) -> Result<TokenInfo, TokenError>
   {
     switch TokenDiscovery.probe(ref, deadlines: deadlines, tracing: false, details: true).0 {
@@ -81,7 +83,9 @@ struct CTAPHIDListingTests {
     #expect(
       session.fido2 == listing.fido2 && session.pin == listing.pin && session.capabilities == listing.capabilities)
     #expect(session.fido2?.versions == ["FIDO_2_0"] && session.pin?.retriesLeft == 5)
-    for mode in ["u2f", "status", "busy", "bad-cbor", "short-init", "bad-retries", "silent", "after-init"] {
+    for mode in [
+      "u2f", "status", "busy", "bad-cbor", "short-init", "other-nonce", "bad-retries", "silent", "after-init",
+    ] {
       let (a, b) = (try ScriptedKey(mode: mode), try ScriptedKey(mode: mode))
       let session = Self.throughSession(a.ref, deadlines: roomy).failure
       #expect(session != nil && session == Self.listed(b.ref, deadlines: roomy).failure, "\(mode)")
@@ -89,27 +93,26 @@ struct CTAPHIDListingTests {
   }
 
   @Test func severalKeysAreReadTogetherEachOnItsOwn() throws {
-    // One thread, one poll over all of them: the silent key ends at its own deadline, the others are read as alone.
+    // A thread per key: the silent key ends at its own deadline, the others are read as alone.
     let silent = try ScriptedKey(mode: "silent")
     let live = try VirtualFIDO2Key()
     let noisy = try ScriptedKey(mode: "noisy")
     let afterInit = try ScriptedKey(mode: "after-init")
     let gone = FIDO2DeviceRef(
       path: NSTemporaryDirectory() + "gone-\(UUID().uuidString.prefix(8)).sock", product: "gone", isVirtual: true)
-    let keys = CTAPHIDChannel.read(
-      [silent.ref, live.ref, noisy.ref, afterInit.ref, gone], deadlines: Self.quick, tracing: false, details: true)
-    #expect(keys.map(\.ref) == [silent.ref, live.ref, noisy.ref, afterInit.ref, gone])
-    #expect(keys[0].result?.failure == .noAnswer(operation: "open"))
-    #expect(keys[3].result?.failure == .noAnswer(operation: "getInfo"))
-    #expect(keys[4].result?.failure == .smartCard(.cardRemoved(reader: gone.path)))
-    guard case .success(let (liveInfo, livePIN))? = keys[1].result,
-      case .success(let (noisyInfo, noisyPIN))? = keys[2].result
-    else {
-      Issue.record("the answering keys were not read: \(keys.map { String(describing: $0.result) })")
-      return
-    }
-    #expect(liveInfo == (try Self.throughSession(live.ref).get()).fido2 && livePIN == nil)
-    #expect(noisyInfo.versions == ["FIDO_2_0"] && noisyPIN?.retriesLeft == 5)
+    var discovery = TokenDiscovery(trace: nil, includePUK: false, includeFIDO2: true)
+    discovery.sessions = false
+    discovery.virtualFIDO2Paths = [silent.ref, live.ref, noisy.ref, afterInit.ref, gone].map(\.path)
+    discovery.fido2Deadlines = Self.quick
+    let result = try discovery.discover()
+    let unusable = Dictionary(result.unusableCards.map { ($0.reader, $0.reason) }, uniquingKeysWith: { a, _ in a })
+    #expect(unusable[silent.path] == .noAnswer(operation: "open"))
+    #expect(unusable[afterInit.path] == .noAnswer(operation: "getInfo"))
+    #expect(unusable[gone.path] == nil)  // a socket that is not there is not a key
+    let listed = Dictionary(result.listed.map { ($0.reader, $0) }, uniquingKeysWith: { a, _ in a })
+    #expect(listed[live.path]?.fido2 == (try Self.throughSession(live.ref).get()).fido2)
+    #expect(listed[live.path]?.pin == nil)
+    #expect(listed[noisy.path]?.fido2?.versions == ["FIDO_2_0"] && listed[noisy.path]?.pin?.retriesLeft == 5)
   }
 
   @Test func aKeyThatIsGoneIsRemoved() throws {
@@ -164,7 +167,7 @@ final class ScriptedKey {
             if f[4] == 0x86:
                 nonce = f[7:15]
                 caps = 0x01 if mode == "u2f" else 0x0D
-                if mode == "noisy":  # first an answer to someone else's INIT
+                if mode == "other-nonce":  # first an answer to someone else's INIT
                     send(c, b"\xff\xff\xff\xff", 0x86, bytes(b ^ 0xFF for b in nonce) + b"\x00\x00\x00\x99" + bytes([2, 0, 2, 1, caps]))
                 body = nonce + cid + bytes([2, 0, 2, 1, caps])
                 send(c, b"\xff\xff\xff\xff", 0x86, body[:12] if mode == "short-init" else body)
