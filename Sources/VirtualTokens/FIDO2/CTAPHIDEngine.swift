@@ -47,9 +47,10 @@ public final class CTAPHIDEngine: @unchecked Sendable {
       worker = DispatchQueue(label: "ctaphid-worker")
     }
 
-    /// The host went away: a request waiting for a touch ends now; returns once no request runs.
+    /// The host went away: its request waiting for a touch ends now (another port's goes on); returns once no
+    /// request of this port runs.
     public func close() {
-      engine.key.cancel()
+      engine.key.cancel(port: ObjectIdentifier(self), channel: nil)
       worker.sync {}
     }
 
@@ -62,8 +63,8 @@ public final class CTAPHIDEngine: @unchecked Sendable {
       if frame[4] & 0x80 != 0 {
         let cmd = frame[4]
         let total = Int(frame[5]) << 8 | Int(frame[6])
-        if cmd == 0x91 {  // CANCEL: no reply; a request waiting for a touch ends with KEEPALIVE_CANCEL
-          engine.key.cancel()
+        if cmd == 0x91 {  // CANCEL: no reply; this channel's request waiting for a touch ends with KEEPALIVE_CANCEL
+          engine.key.cancel(port: ObjectIdentifier(self), channel: cid)
           return
         }
         guard total <= 7609 else { return sendError(cid, 0x03) }
@@ -125,7 +126,7 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         let reply = engine.busy.withLock {
           key.waitingForTouch = { [weak self] in self?.send(cid, 0xBB, [2]) }  // KEEPALIVE UP_NEEDED
           defer { key.waitingForTouch = nil }
-          return key.handle(data)
+          return key.serving(.init(port: ObjectIdentifier(self), channel: cid)) { key.handle(data) }
         }
         send(cid, 0x90, reply)
       default: sendError(cid, 0x01)  // INVALID_CMD (MSG too: no U2F, NMSG is set)

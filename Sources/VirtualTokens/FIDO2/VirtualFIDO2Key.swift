@@ -29,6 +29,8 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   var credentialQueue: [CBOR] = []
   let touchLock = NSLock()
   var touchEvent: TouchEvent?
+  /// The request that runs (`serving`), whose touch wait a cancel may end.
+  var request: Requester?
 
   public init(state: FIDO2State) { self.state = state }
 
@@ -94,9 +96,11 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   }
 
   /// Waits for the simulated touch. With `.wait`, KEEPALIVE UP_NEEDED goes out every 100 ms until a touch,
-  /// a cancel (KEEPALIVE_CANCEL) or 30 s (USER_ACTION_TIMEOUT).
+  /// a cancel (KEEPALIVE_CANCEL) or 30 s (USER_ACTION_TIMEOUT). A touch or cancel that came since the request
+  /// began (`serving`) counts: one that comes right after the first KEEPALIVE is not lost.
   func touch() -> Result<Void, CTAP2Error> {
-    touchLock.withLock { touchEvent = nil }  // before the first KEEPALIVE: a quick touch or cancel is not lost
+    // Called without `serving` (a request handed to `handle` directly): only what comes from here on counts.
+    touchLock.withLock { if request == nil { touchEvent = nil } }
     waitingForTouch?()
     switch presence {
     case .auto: return .success(())
@@ -119,10 +123,42 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
 
   enum TouchEvent { case touched, cancelled }
 
+  /// Who sent the request that runs: the open of the device (a transport's port) and the CTAPHID channel.
+  struct Requester: Equatable {
+    let port: ObjectIdentifier
+    let channel: UInt32
+  }
+
+  /// Runs one request for `requester`: touches and cancels count from its start to its end only, and a cancel
+  /// counts only when it is this request's (`cancel(port:channel:)`). A touch or cancel with no request running
+  /// is forgotten when the next one starts, as a key forgets a touch it did not ask for.
+  func serving<T>(_ requester: Requester, _ body: () -> T) -> T {
+    touchLock.withLock {
+      request = requester
+      touchEvent = nil
+    }
+    defer {
+      touchLock.withLock {
+        request = nil
+        touchEvent = nil
+      }
+    }
+    return body()
+  }
+
   /// The simulated user touches the key.
   public func touchNow() { touchLock.withLock { touchEvent = .touched } }
-  /// CTAPHID_CANCEL arrived.
-  public func cancel() { touchLock.withLock { touchEvent = .cancelled } }
+
+  /// CTAPHID_CANCEL arrived on `channel` of `port`, or (`channel` nil) the host closed `port`: the request that
+  /// runs for them ends with KEEPALIVE_CANCEL. Anything else is passed over: a real key ignores a CANCEL on
+  /// another channel or with no request running (CTAP 2.1 §11.2.9.1.5), and closing one open of a HID device
+  /// (another program's) tells the key nothing.
+  func cancel(port: ObjectIdentifier, channel: UInt32?) {
+    touchLock.withLock {
+      guard let r = request, r.port == port, channel.map({ $0 == r.channel }) ?? true else { return }
+      touchEvent = .cancelled
+    }
+  }
 
   func reset() -> Result<CBOR?, CTAP2Error> {
     // Allowed only within 10 s of power-up (CTAP 2.1 §6.6), after a touch.
