@@ -201,10 +201,12 @@ import Testing
     let (status, token) = Host(k).token("1234")
     #expect(status == 0)
     let t = try #require(token)
+    #expect(t.count == 16)  // solo1's PIN_TOKEN_SIZE
     #expect(makeCredential(k, token: t, rk: true) == 0)
     #expect(credMgmt(k, t, sub: 1)[0] == 0)
     let spec = keyWithPIN(.ctap21)
     let specToken = try #require(Host(spec).token("1234").1)
+    #expect(specToken.count == 32)
     #expect(makeCredential(spec, token: specToken, rk: true) == 0)
     #expect(credMgmt(spec, specToken, sub: 1)[0] == CTAP2Status.pinAuthInvalid.rawValue)  // mc|ga only
   }

@@ -29,6 +29,8 @@ public struct FIDO2Profile: Sendable {
   /// Permissions of a token from the legacy getPinToken (0x05): CTAP 2.1 says mc|ga (0x03); a firmware without
   /// permissions lets it do everything, credential management (cm, 0x04) included.
   public var legacyTokenPermissions: UInt8
+  /// Bytes of a PIN token (CTAP 2.1: 32; solo1: 16, which protocol 1 allows).
+  public var pinTokenLength: Int
   /// The failure that spends the last PIN try answers PIN_BLOCKED (CTAP 2.1); else PIN_INVALID (or
   /// PIN_AUTH_BLOCKED), and only the next request learns the PIN is blocked.
   public var blockedOnLastFailure: Bool
@@ -59,7 +61,7 @@ public struct FIDO2Profile: Sendable {
     ],
     pinProtocols: [2, 1], ctap21InfoFields: true, listLimits: nil, unsupportedPINRequest: .invalidParameter,
     getRetriesChecksProtocol: false, reportsPowerCycleState: true, setPINWhenSet: .pinAuthInvalid,
-    legacyTokenPermissions: 0x03, blockedOnLastFailure: true, lockoutRefusesEverything: false,
+    legacyTokenPermissions: 0x03, pinTokenLength: 32, blockedOnLastFailure: true, lockoutRefusesEverything: false,
     bindsTokenToRP: true, emptyCredentialManagementWhenNone: false, rpNameIsUserName: false)
 
   /// A CTAP 2.0 key as the spec reads (`--ctap20`): FIDO_2_0 only, PIN protocol 1, pinUvAuthToken false;
@@ -75,7 +77,8 @@ public struct FIDO2Profile: Sendable {
 
   /// SoloKeys solo1 4.1.5 (fido2/ctap.c): U2F_V2, FIDO_2_0, FIDO_2_1_PRE; options rk, up, plat, credMgmt,
   /// clientPin (no pinUvAuthToken, no credentialMgmtPreview); PIN protocol 1 only; CTAP1_ERR_OTHER (0x7F) for an
-  /// unknown clientPIN subcommand (0x09 included) or another protocol, getPINRetries included; retries only
+  /// unknown clientPIN subcommand (0x09 included) or another protocol, getPINRetries included; 16-byte PIN
+  /// tokens; retries only
   /// (8), no powerCycleState; setPIN on a PIN: NOT_ALLOWED; one token without permissions; a firmware-wide
   /// lockout; the last PIN try answers PIN_INVALID; empty credential management answers without credentials;
   /// RPs named by a user name; no selection (0x0B); maxCredentialCountInList 20, maxCredentialIdLength 128, no CTAP 2.1 fields.
@@ -85,7 +88,7 @@ public struct FIDO2Profile: Sendable {
     options: [("rk", true), ("up", true), ("plat", false), ("credMgmt", true)],
     pinProtocols: [1], ctap21InfoFields: false, listLimits: (20, 128), unsupportedPINRequest: .other,
     getRetriesChecksProtocol: true, reportsPowerCycleState: false, setPINWhenSet: .notAllowed,
-    legacyTokenPermissions: 0x07, blockedOnLastFailure: false, lockoutRefusesEverything: true,
+    legacyTokenPermissions: 0x07, pinTokenLength: 16, blockedOnLastFailure: false, lockoutRefusesEverything: true,
     bindsTokenToRP: false, emptyCredentialManagementWhenNone: true, rpNameIsUserName: true)
 
   /// CanoKey (canokey-core applets/ctap/ctap.c): U2F_V2, FIDO_2_0, FIDO_2_1; options rk, credMgmt, clientPin,

@@ -105,7 +105,7 @@ extension VirtualFIDO2Key {
       return checkPIN(p, key, proto).flatMap { newPIN(enc, key, proto) }.map { hash in
         state.pinHash = Data(hash)
         state.forcePINChange = false
-        pinToken = randomBytes(32)  // changePIN invalidates existing tokens
+        pinToken = randomBytes(profile.pinTokenLength)  // changePIN invalidates existing tokens
         tokenPermissions = 0
         changed()
       }
@@ -125,7 +125,7 @@ extension VirtualFIDO2Key {
     guard !state.forcePINChange else { return .failure(.init(.pinPolicyViolation)) }
     return shared(p, proto).flatMap { key in
       checkPIN(p, key, proto).flatMap {
-        pinToken = randomBytes(32)
+        pinToken = randomBytes(profile.pinTokenLength)
         tokenPermissions = permissions
         tokenRPID = p[int: 10]?.text
         guard let enc = proto.encrypt(key, pinToken) else { return .failure(.init(.invalidParameter)) }

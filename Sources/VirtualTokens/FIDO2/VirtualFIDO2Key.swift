@@ -36,7 +36,7 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   /// Replug: new key agreement key and token, the 3-failure block lifted, reset allowed for 10 s.
   public func powerCycle() {
     keyAgreement = P256.KeyAgreement.PrivateKey()
-    pinToken = randomBytes(32)
+    pinToken = randomBytes(profile.pinTokenLength)
     tokenPermissions = 0
     tokenRPID = nil
     consecutiveFailures = 0
