@@ -78,10 +78,10 @@ public struct FIDO2Profile: Sendable {
   /// SoloKeys solo1 4.1.5 (fido2/ctap.c): U2F_V2, FIDO_2_0, FIDO_2_1_PRE; options rk, up, plat, credMgmt,
   /// clientPin (no pinUvAuthToken, no credentialMgmtPreview); PIN protocol 1 only; CTAP1_ERR_OTHER (0x7F) for an
   /// unknown clientPIN subcommand (0x09 included) or another protocol, getPINRetries included; 16-byte PIN
-  /// tokens; retries only
-  /// (8), no powerCycleState; setPIN on a PIN: NOT_ALLOWED; one token without permissions; a firmware-wide
-  /// lockout; the last PIN try answers PIN_INVALID; empty credential management answers without credentials;
-  /// RPs named by a user name; no selection (0x0B); maxCredentialCountInList 20, maxCredentialIdLength 128, no CTAP 2.1 fields.
+  /// tokens without permissions or RP; retries only (8), no powerCycleState; setPIN on a PIN: NOT_ALLOWED; a
+  /// firmware-wide lockout; the last PIN try answers PIN_INVALID; empty credential management answers without
+  /// credentials; RPs named by a user name; no selection (0x0B); maxCredentialCountInList 20,
+  /// maxCredentialIdLength 128; no CTAP 2.1 fields.
   public static let solo1 = FIDO2Profile(
     name: "solo1", versions: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
     commands: [0x01, 0x02, 0x04, 0x06, 0x07, 0x0A, 0x41],
