@@ -123,11 +123,26 @@ struct FIDO2: ParsableCommand {
   @Option(help: "Write the process id here once running.") var pidFile: String?
   @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
   @Flag(help: "Start with forcePINChange set (the PIN must be changed before it is used).") var forcePinChange = false
-  @Flag(help: "Answer as a CTAP 2.0 key: PIN protocol 1 only, no PIN token with permissions.") var ctap20 = false
+  @Option(
+    help: """
+      How the key answers where firmwares differ: ctap21 (the CTAP 2.1 spec), ctap20 (a CTAP 2.0 key: PIN \
+      protocol 1, no PIN token with permissions), solo1 (as SoloKeys solo1 4.1.5: FIDO_2_1_PRE without \
+      pinUvAuthToken, CTAP1_ERR_OTHER for unknown PIN subcommands, no powerCycleState, empty credential \
+      management answers), canokey (as canokey-core: no powerCycleState, makeCredUvNotRqd).
+      """)
+  var profile = "ctap21"
+  @Flag(help: "Same as --profile ctap20.") var ctap20 = false
+  @Flag(help: "Leave out getPINRetries' powerCycleState, whatever the profile.") var noPowerCycleState = false
 
   func validate() throws {
     guard UserPresence(rawValue: presence) != nil else {
       throw ValidationError("--presence must be auto, deny, timeout or wait")
+    }
+    guard FIDO2Profile.named(profile) != nil else {
+      throw ValidationError("--profile must be one of: \(FIDO2Profile.all.map(\.name).joined(separator: ", "))")
+    }
+    guard !ctap20 || ["ctap21", "ctap20"].contains(profile) else {
+      throw ValidationError("--ctap20 is --profile ctap20; name one profile")
     }
   }
 
@@ -145,7 +160,8 @@ struct FIDO2: ParsableCommand {
     let key = VirtualFIDO2Key(state: initial)
     key.presence = UserPresence(rawValue: presence)!
     key.resetWindow = resetWindow
-    key.ctap20 = ctap20
+    key.profile = FIDO2Profile.named(ctap20 ? "ctap20" : profile)!
+    key.omitsPowerCycleState = noPowerCycleState
     key.onStateChange = { s in
       do { try s.save(url) } catch { log("cannot save state: \(error)") }
     }
@@ -156,7 +172,7 @@ struct FIDO2: ParsableCommand {
         (SIGUSR1, { server.replug() }), (SIGUSR2, { key.touchNow() }), (SIGTERM, { server.stop() }),
         (SIGINT, { server.stop() }),
       ], pidFile: pidFile)
-    log("virtual FIDO2 key on \(socket) (state \(state))")
+    log("virtual FIDO2 key on \(socket) (state \(state), profile \(key.profile.name))")
     do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }
     withExtendedLifetime(sources) {}
   }

@@ -82,6 +82,7 @@ enum CTAP2Status: UInt8 {
   case puatRequired = 0x36
   case pinPolicyViolation = 0x37
   case unauthorizedPermission = 0x40
+  case other = 0x7F
 }
 
 /// How the simulated user answers a touch request.

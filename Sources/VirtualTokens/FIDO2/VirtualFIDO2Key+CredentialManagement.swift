@@ -9,6 +9,10 @@ extension VirtualFIDO2Key {
   func credentialManagement(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let sub = p[int: 1]?.int else { return .failure(.init(.missingParameter)) }
     let params = p[int: 2]
+    // A firmware that answers an empty success without discoverable credentials (solo1) does so for every
+    // subcommand but getCredsMetadata, after the token check of those that have one.
+    let emptyAnswer = profile.emptyCredentialManagementWhenNone && state.residentCount == 0 && sub != 0x01
+    if emptyAnswer && [0x03, 0x05].contains(sub) { return .success(nil) }
     switch sub {
     case 0x03: return nextFromQueue(&rpQueue)
     case 0x05: return nextFromQueue(&credentialQueue)
@@ -27,6 +31,7 @@ extension VirtualFIDO2Key {
       about = state.credentials.first { $0.id == Data(id) }?.rpIDHash
     }
     if case .failure(let e) = verifyManagementToken(p, message, rpIDHash: about) { return .failure(e) }
+    if emptyAnswer { return .success(nil) }
     let resident = state.credentials.filter { $0.resident == true }
     switch sub {
     case 0x01:
@@ -40,7 +45,11 @@ extension VirtualFIDO2Key {
       for c in resident where !seen.contains(c.rpIDHash) {
         seen.append(c.rpIDHash)
         var rp: [(CBOR, CBOR)] = [(.text("id"), .text(c.rpID ?? ""))]
-        if let n = c.rpName { rp.append((.text("name"), .text(n))) }
+        if profile.rpNameIsUserName {
+          rp.append((.text("name"), .text(c.userName ?? "")))
+        } else if let n = c.rpName {
+          rp.append((.text("name"), .text(n)))
+        }
         rps.append(
           .map((.int(3), .map(rp.map { CBORPair(key: $0.0, value: $0.1) })), (.int(4), .bytes(Array(c.rpIDHash)))))
       }

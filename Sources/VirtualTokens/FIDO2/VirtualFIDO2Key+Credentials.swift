@@ -14,7 +14,11 @@ extension VirtualFIDO2Key {
     }
     let resident = p[int: 7]?[text: "rk"]?.bool == true
     let uv: Bool
-    switch verifyToken(p, paramKey: 8, protocolKey: 9, cdh: cdh, permission: 0x01, rpID: rpID) {
+    // makeCredUvNotRqd: a non-discoverable credential needs no token on a key with a PIN (CTAP 2.1 §6.1.2 step 10).
+    let tokenRequired = resident || profile.option("makeCredUvNotRqd") != true
+    switch verifyToken(
+      p, paramKey: 8, protocolKey: 9, cdh: cdh, permission: 0x01, rpID: rpID, requiredWithPIN: tokenRequired)
+    {
     case .success(let v): uv = v
     case .failure(let e): return .failure(e)
     }
@@ -119,7 +123,7 @@ extension VirtualFIDO2Key {
       return .failure(.init(.missingParameter))
     }
     let proto = PinProtocol(version: hs[int: 4]?.int ?? 1)
-    guard proto.version == 1 || proto.version == 2, let key = proto.sharedSecret(keyAgreement, peer: peer) else {
+    guard profile.pinProtocols.contains(proto.version), let key = proto.sharedSecret(keyAgreement, peer: peer) else {
       return .failure(.init(.invalidParameter))
     }
     guard proto.verify(key, saltEnc, saltAuth) else { return .failure(.init(.pinAuthInvalid)) }

@@ -5,13 +5,19 @@ import Foundation
 extension VirtualFIDO2Key {
   func clientPIN(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let sub = p[int: 2]?.int else { return .failure(.init(.missingParameter)) }
-    // getRetries: libfido2 always names protocol 1 here; any supported protocol (or none) is fine.
-    if sub == 0x01 {
-      return .success(.map((.int(3), .int(state.pinRetries)), (.int(4), .bool(powerCycleRequired))))
+    let refused = CTAP2Error(profile.unsupportedPINRequest.status)
+    if profile.lockoutRefusesEverything, [0x03, 0x04, 0x05].contains(sub), let e = lockout() {
+      return .failure(.init(e))
+    }
+    // getRetries: libfido2 always names protocol 1 here; any supported protocol (or none) is fine, unless the
+    // profile checks it as for every other subcommand.
+    if sub == 0x01 && !profile.getRetriesChecksProtocol {
+      return .success(retries())
     }
     guard let version = p[int: 1]?.int else { return .failure(.init(.missingParameter)) }
-    guard version == 1 || (version == 2 && !ctap20) else { return .failure(.init(.invalidParameter)) }
-    if ctap20 && sub == 0x09 { return .failure(.init(.invalidParameter)) }
+    guard profile.pinProtocols.contains(version) else { return .failure(refused) }
+    if sub == 0x01 { return .success(retries()) }
+    if sub == 0x09 && !profile.tokenWithPermissions { return .failure(refused) }
     let proto = PinProtocol(version: version)
     switch sub {
     case 0x02:
@@ -19,8 +25,16 @@ extension VirtualFIDO2Key {
     case 0x03: return setPIN(p, proto).map { nil }
     case 0x04: return changePIN(p, proto).map { nil }
     case 0x05, 0x09: return pinToken(p, proto, withPermissions: sub == 0x09)
-    default: return .failure(.init(.invalidParameter))
+    default: return .failure(refused)
     }
+  }
+
+  /// getPINRetries' answer: pinRetries, and powerCycleState where the profile reports it.
+  func retries() -> CBOR {
+    guard profile.reportsPowerCycleState && !omitsPowerCycleState else {
+      return .map((.int(3), .int(state.pinRetries)))
+    }
+    return .map((.int(3), .int(state.pinRetries)), (.int(4), .bool(powerCycleRequired)))
   }
 
   func shared(_ p: CBOR, _ proto: PinProtocol) -> Result<[UInt8], CTAP2Error> {
@@ -43,7 +57,7 @@ extension VirtualFIDO2Key {
 
   func setPIN(_ p: CBOR, _ proto: PinProtocol) -> Result<Void, CTAP2Error> {
     guard let param = p[int: 4]?.bytes, let enc = p[int: 5]?.bytes else { return .failure(.init(.missingParameter)) }
-    guard state.pinHash == nil else { return .failure(.init(.pinAuthInvalid)) }
+    guard state.pinHash == nil else { return .failure(.init(profile.setPINWhenSet.status)) }
     return shared(p, proto).flatMap { key in
       guard proto.verify(key, enc, param) else { return .failure(.init(.pinAuthInvalid)) }
       return newPIN(enc, key, proto).map { hash in
@@ -66,7 +80,7 @@ extension VirtualFIDO2Key {
     guard let hash = proto.decrypt(key, pinHashEnc), hash.count == 16, constantTimeEqual(hash, Array(stored)) else {
       keyAgreement = P256.KeyAgreement.PrivateKey()
       consecutiveFailures += 1
-      if state.pinRetries == 0 { return .failure(.init(.pinBlocked)) }
+      if state.pinRetries == 0 && profile.blockedOnLastFailure { return .failure(.init(.pinBlocked)) }
       if consecutiveFailures >= 3 {
         powerCycleRequired = true
         return .failure(.init(.pinAuthBlocked))
@@ -91,7 +105,7 @@ extension VirtualFIDO2Key {
       return checkPIN(p, key, proto).flatMap { newPIN(enc, key, proto) }.map { hash in
         state.pinHash = Data(hash)
         state.forcePINChange = false
-        pinToken = randomBytes(32)  // changePIN invalidates existing tokens
+        pinToken = randomBytes(profile.pinTokenLength)  // changePIN invalidates existing tokens
         tokenPermissions = 0
         changed()
       }
@@ -99,7 +113,7 @@ extension VirtualFIDO2Key {
   }
 
   func pinToken(_ p: CBOR, _ proto: PinProtocol, withPermissions: Bool) -> Result<CBOR?, CTAP2Error> {
-    var permissions: UInt8 = 0x03  // legacy getPinToken: mc and ga
+    var permissions = profile.legacyTokenPermissions  // legacy getPinToken: mc and ga in CTAP 2.1
     if withPermissions {
       guard let perm = p[int: 9]?.int, perm > 0, perm <= 0xFF else { return .failure(.init(.missingParameter)) }
       permissions = UInt8(perm)
@@ -111,7 +125,7 @@ extension VirtualFIDO2Key {
     guard !state.forcePINChange else { return .failure(.init(.pinPolicyViolation)) }
     return shared(p, proto).flatMap { key in
       checkPIN(p, key, proto).flatMap {
-        pinToken = randomBytes(32)
+        pinToken = randomBytes(profile.pinTokenLength)
         tokenPermissions = permissions
         tokenRPID = p[int: 10]?.text
         guard let enc = proto.encrypt(key, pinToken) else { return .failure(.init(.invalidParameter)) }
@@ -130,7 +144,7 @@ extension VirtualFIDO2Key {
     guard let param = p[int: paramKey]?.bytes else {
       return state.pinHash == nil || !requiredWithPIN ? .success(false) : .failure(.init(.puatRequired))
     }
-    guard let version = p[int: protocolKey]?.int, version == 1 || version == 2 else {
+    guard let version = p[int: protocolKey]?.int, profile.pinProtocols.contains(version) else {
       return .failure(.init(.missingParameter))
     }
     if param.isEmpty {  // touch probe (CTAP 2.1 §6.1.2 step 1)
@@ -143,7 +157,7 @@ extension VirtualFIDO2Key {
     guard tokenPermissions & permission != 0, tokenRPID == nil || tokenRPID == rpID else {
       return .failure(.init(.pinAuthInvalid))
     }
-    tokenRPID = rpID
+    if profile.bindsTokenToRP { tokenRPID = rpID }
     return .success(true)
   }
 }

@@ -8,9 +8,10 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   public internal(set) var state: FIDO2State
   public var onStateChange: ((FIDO2State) -> Void)?
   public var presence: UserPresence = .auto
-  /// Answer as a CTAP 2.0 key: getInfo names FIDO_2_0 and PIN protocol 1 only, without `pinUvAuthToken`; protocol 2
-  /// and getPinUvAuthTokenUsingPinWithPermissions (0x09) are refused with INVALID_PARAMETER, before any PIN check.
-  public var ctap20 = false
+  /// How it answers where firmwares differ (getInfo, clientPIN, credential management); `.ctap21` by default.
+  public var profile: FIDO2Profile = .ctap21
+  /// Leave out getPINRetries' optional powerCycleState whatever the profile says (as CanoKey and solo1 do).
+  public var omitsPowerCycleState = false
   /// Seconds after power-up during which reset is allowed (CTAP 2.1 §6.6 suggests 10).
   public var resetWindow: Double = 10
   /// Called while waiting for a touch (the transport sends KEEPALIVE UP_NEEDED).
@@ -37,7 +38,7 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   /// Replug: new key agreement key and token, the 3-failure block lifted, reset allowed for 10 s.
   public func powerCycle() {
     keyAgreement = P256.KeyAgreement.PrivateKey()
-    pinToken = randomBytes(32)
+    pinToken = randomBytes(profile.pinTokenLength)
     tokenPermissions = 0
     tokenRPID = nil
     consecutiveFailures = 0
@@ -59,6 +60,10 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
       params = p
     }
     let result: Result<CBOR?, CTAP2Error>
+    guard profile.commands.contains(command) else { return [CTAP2Status.invalidCommand.rawValue] }
+    if profile.lockoutRefusesEverything, [0x01, 0x02, 0x0A, 0x41].contains(command), let e = lockout() {
+      return [e.rawValue]
+    }
     switch command {
     case 0x04: result = .success(info())
     case 0x06: result = clientPIN(params)
@@ -76,23 +81,32 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
   }
 
   func info() -> CBOR {
-    .map(
-      (.int(1), .array(ctap20 ? [.text("FIDO_2_0")] : [.text("FIDO_2_0"), .text("FIDO_2_1_PRE"), .text("FIDO_2_1")])),
-      (.int(2), .array([.text("hmac-secret")])),
-      (.int(3), .bytes(Array(state.aaguid))),
-      (
-        .int(4),
-        .map(
-          (.text("rk"), .bool(true)), (.text("up"), .bool(true)), (.text("plat"), .bool(false)),
-          (.text("clientPin"), .bool(state.pinHash != nil)), (.text("pinUvAuthToken"), .bool(!ctap20)),
-          (.text("credMgmt"), .bool(true)), (.text("credentialMgmtPreview"), .bool(true))
-        )
-      ),
-      (.int(5), .int(1200)),
-      (.int(6), .array(ctap20 ? [.int(1)] : [.int(2), .int(1)])),
-      (.int(12), .bool(state.forcePINChange)),
-      (.int(13), .int(state.minPINLength)),
-      (.int(0x14), .int(FIDO2State.maxResident - state.residentCount)))
+    var options = profile.options.map { CBORPair(key: .text($0.0), value: .bool($0.1)) }
+    options.append(CBORPair(key: .text("clientPin"), value: .bool(state.pinHash != nil)))
+    var info: [CBORPair] = [
+      CBORPair(key: .int(1), value: .array(profile.versions.map { .text($0) })),
+      CBORPair(key: .int(2), value: .array([.text("hmac-secret")])),
+      CBORPair(key: .int(3), value: .bytes(Array(state.aaguid))),
+      CBORPair(key: .int(4), value: .map(options)),
+      CBORPair(key: .int(5), value: .int(1200)),
+      CBORPair(key: .int(6), value: .array(profile.pinProtocols.map { .int($0) })),
+    ]
+    if let limits = profile.listLimits {
+      info.append(CBORPair(key: .int(7), value: .int(limits.count)))
+      info.append(CBORPair(key: .int(8), value: .int(limits.idLength)))
+    }
+    if profile.ctap21InfoFields {
+      info.append(CBORPair(key: .int(12), value: .bool(state.forcePINChange)))
+      info.append(CBORPair(key: .int(13), value: .int(state.minPINLength)))
+      info.append(CBORPair(key: .int(0x14), value: .int(FIDO2State.maxResident - state.residentCount)))
+    }
+    return .map(info)
+  }
+
+  /// The firmware-wide lock of `FIDO2Profile.lockoutRefusesEverything`: the PIN blocked, or 3 wrong in a row.
+  func lockout() -> CTAP2Status? {
+    if state.pinHash != nil && state.pinRetries == 0 { return .pinBlocked }
+    return powerCycleRequired ? .pinAuthBlocked : nil
   }
 
   /// Waits for the simulated touch. With `.wait`, KEEPALIVE UP_NEEDED goes out every 100 ms until a touch,
