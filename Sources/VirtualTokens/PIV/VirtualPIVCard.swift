@@ -101,6 +101,8 @@ public final class VirtualPIVCard {
   func dispatch(ins: UInt8, p1: UInt8, p2: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
     guard hasPIVApplication else { return ([], ins == 0xA4 ? 0x6A82 : 0x6D00) }
     if !profile.yubicoExtensions && PIVCardProfile.yubicoInstructions.contains(ins) { return ([], 0x6D00) }
+    // A YubiKey answers GET METADATA from firmware 5.3.0 on (Yubico's PIV reference, "GET METADATA").
+    if ins == 0xF7 && firmware < 5_03_00 { return ([], 0x6D00) }
     switch ins {
     case 0xA4: return select(p1: p1, data: data)
     case 0xC0: return getResponse()
@@ -122,6 +124,14 @@ public final class VirtualPIVCard {
   }
 
   func changed() { onStateChange?(state) }
+
+  /// The firmware this card reports, as one number (5.4.3 → 50403); a card of the generic profile counts as
+  /// implementing every standard command (VERIFY P1=FF).
+  var firmware: Int {
+    guard profile.yubicoExtensions else { return Int.max }
+    let v = state.version.map(Int.init) + [0, 0, 0]
+    return v[0] * 10000 + v[1] * 100 + v[2]
+  }
 
   func select(p1: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
     guard p1 == 0x04 else { return ([], 0x6A86) }
