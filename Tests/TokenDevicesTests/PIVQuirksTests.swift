@@ -65,7 +65,8 @@ func sw(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
 
   @Test(arguments: [0x6D00, 0x6E00, 0x6A81, 0x6B00] as [UInt16])
   func notImplementedWordsMarkACommandAbsent(word: UInt16) {
-    #expect(CardAnswers.support(after: StatusWord(rawValue: word), was: .unknown) == .unsupported(StatusWord(rawValue: word)))
+    #expect(
+      CardAnswers.support(after: StatusWord(rawValue: word), was: .unknown) == .unsupported(StatusWord(rawValue: word)))
   }
 
   @Test func otherRefusalsLeaveSupportUndecided() {
@@ -119,7 +120,9 @@ func sw(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
   func eachEmptySlotWordIsAnEmptySlot(word: UInt16) throws {
     let s = PIVSession(transport: Self.standardCard(empty: word))
     #expect(try s.slotIsOccupied(.authentication) == false)
-    #expect(throws: TokenError.slotEmpty(0x9A)) { try s.sign(.authentication, digest: [UInt8](repeating: 1, count: 32)) }
+    #expect(throws: TokenError.slotEmpty(0x9A)) {
+      try s.sign(.authentication, digest: [UInt8](repeating: 1, count: 32))
+    }
     #expect(try s.readObject(0x5FC10A) == nil)
     #expect(s.answers.emptySlotWord == StatusWord(rawValue: word))
     let found = try s.publicKey(.authentication)
@@ -190,7 +193,8 @@ func sw(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
   /// A certificate's shape (RFC 5280 §4.1) around an EC public key; the parser reads no other field.
   static func certificate(point: [UInt8]) -> [UInt8] {
     func seq(_ b: [UInt8]) -> [UInt8] { BERTLV.encode(0x30, b) }
-    let oid = BERTLV.encode(0x06, X509PublicKey.idECPublicKey) + BERTLV.encode(0x06, [0x2A, 0x86, 0x48, 0xCE, 0x3D, 3, 1, 7])
+    let oid =
+      BERTLV.encode(0x06, X509PublicKey.idECPublicKey) + BERTLV.encode(0x06, [0x2A, 0x86, 0x48, 0xCE, 0x3D, 3, 1, 7])
     let spki = seq(seq(oid) + BERTLV.encode(0x03, [0] + point))
     let name = seq([])
     let tbs = seq(
