@@ -48,12 +48,57 @@ struct PIV: ParsableCommand {
   @Flag(help: "Simulate a card without a PIV application (SELECT answers 6A82).")
   var withoutPiv = false
 
+  @Option(
+    help: """
+      yubikey (default: YubiKey's extensions and status words) or generic (SP 800-73-4 only: GET VERSION, \
+      GET SERIAL, GET METADATA and the other Yubico instructions answer 6D00; an empty slot answers 6A88; \
+      5 PIN tries; an ATR that names no vendor).
+      """)
+  var profile = "yubikey"
+
+  @Option(help: "Status word for an empty key slot: 6A80, 6A82, 6A86 or 6A88 (default: the profile's).")
+  var emptySlotStatus: String?
+
+  @Flag(help: "GET METADATA of an empty key slot answers 9000 without an algorithm (with the yubikey profile).")
+  var emptyMetadataWithoutAlgorithm = false
+
+  @Option(help: "PIN tries of a new card, 1-15 (default: the profile's: yubikey 3, generic 5).")
+  var pinTries: Int?
+
   func validate() throws {
     guard vpcdAddress != nil else { throw ValidationError("--vpcd must be HOST:PORT, e.g. 127.0.0.1:35963") }
     guard firmwareBytes != nil else { throw ValidationError("--firmware must be MAJOR.MINOR.PATCH, e.g. 5.4.3") }
     guard ["3des", "aes192"].contains(managementAlgorithm) else {
       throw ValidationError("--management-algorithm must be 3des or aes192")
     }
+    _ = try cardProfile()
+  }
+
+  /// The profile the options describe.
+  func cardProfile() throws -> PIVCardProfile {
+    var p: PIVCardProfile
+    switch profile {
+    case "yubikey": p = .yubikey
+    case "generic": p = .generic
+    default: throw ValidationError("--profile must be yubikey or generic")
+    }
+    if let word = emptySlotStatus {
+      guard let v = UInt16(word, radix: 16), PIVCardProfile.emptySlotWords.contains(v) else {
+        throw ValidationError("--empty-slot-status must be 6A80, 6A82, 6A86 or 6A88")
+      }
+      p.emptySlotStatus = v
+    }
+    if emptyMetadataWithoutAlgorithm {
+      guard p.yubicoExtensions else {
+        throw ValidationError("--empty-metadata-without-algorithm needs GET METADATA: not with --profile generic")
+      }
+      p.emptyMetadataWithoutAlgorithm = true
+    }
+    if let n = pinTries {
+      guard (1...15).contains(n) else { throw ValidationError("--pin-tries must be 1 to 15") }
+      p.pinTries = n
+    }
+    return p
   }
 
   var vpcdAddress: (String, UInt16)? {
@@ -69,17 +114,19 @@ struct PIV: ParsableCommand {
 
   func run() throws {
     let url = URL(fileURLWithPath: state)
+    let cardProfile = try self.cardProfile()
     let initial: PIVCardState
     do {
       initial =
         try PIVCardState.load(url)
         ?? .factory(
-          serial: serial, version: firmwareBytes!, managementAlgorithm: managementAlgorithm == "aes192" ? 0x0A : 0x03)
+          serial: serial, version: firmwareBytes!, managementAlgorithm: managementAlgorithm == "aes192" ? 0x0A : 0x03,
+          pinTries: cardProfile.pinTries)
       try initial.save(url)
     } catch {
       throw ValidationError("cannot use state file \(state): \(error.localizedDescription)")
     }
-    let card = VirtualPIVCard(state: initial)
+    let card = VirtualPIVCard(state: initial, profile: cardProfile)
     card.hasPIVApplication = !withoutPiv
     card.onStateChange = { s in
       do { try s.save(url) } catch { log("cannot save state: \(error)") }

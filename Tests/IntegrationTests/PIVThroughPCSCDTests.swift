@@ -31,14 +31,17 @@ struct PIVThroughPCSCDTests {
   }
 
   @Test func cardWithoutMetadataUsesEmptyVerify() throws {
-    let card = try VirtualCard(arguments: ["--firmware", "5.2.7"])
+    // A card of SP 800-73-4 only (GET METADATA answers 6D00): the card's answer decides, not a version.
+    let card = try VirtualCard(arguments: ["--profile", "generic"])
     let s = try card.open()
-    #expect(!s.quirks.contains(.metadata))
-    #expect(try s.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 3))
+    #expect(try s.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 5))
+    #expect(s.quirks.contains(.noMetadata))
     #expect(try s.pinStatus(.puk).retriesLeft == nil)  // PUK count is unknowable without metadata
     try s.verifyPIN(Array("123456".utf8))
-    // Verified already: the empty VERIFY answers 9000, and 5.2.7 cannot drop the state (no VERIFY P1=FF).
-    #expect(try s.pinStatus(.pin).isVerified)
+    // Verified already: the empty VERIFY answers 9000; VERIFY P1=FF (SP 800-73-4 §3.2.1) drops the state, so
+    // the count shows again.
+    #expect(try s.pinStatus(.pin) == PINStatus(kind: .pin, retriesLeft: 5))
+    #expect(s.quirks.contains(.verifyReset))
   }
 
   @Test func pinChangeRecoversFromAWrongCurrentPIN() throws {

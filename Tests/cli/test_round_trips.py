@@ -13,6 +13,7 @@ LOG = os.path.join(os.environ.get("TB_RUN_DIR", "/nonexistent"), "pcscd.log")
 
 SELECT, VERSION, SERIAL = "A4", "FD", "F8"
 PIN_METADATA = "F7 80"  # GET METADATA for the PIN: its tries, maximum and default flag, without spending one
+PUK_METADATA = "F7 81"  # the same for the PUK (pin status shows it, as tokens does)
 TRIES = "20 80 -"  # VERIFY without data (SP 800-73-4 §3.2.1): 63Cx, the tries left, without spending one
 VERIFY, CHANGE, SIGN = "20 80", "24 80", "87"
 
@@ -112,8 +113,9 @@ def test_pin_status_reads_what_it_shows(card, home, apdus):  # noqa: F811
     r = tb(home, "pin", "status")
     assert r.returncode == 0, r.stderr
     assert "YubiKey 5.4.3 (piv-5000000)" in r.stdout and "PIN: 3 tries left (of 3)" in r.stdout
-    # The name shows the version, the tries line the maximum and the default flag: GET VERSION, GET METADATA.
-    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA]
+    assert "PUK: 3 tries left (of 3)" in r.stdout
+    # The name shows the version, the tries lines the maximum and the default flag: GET VERSION, GET METADATA.
+    assert apdus.since() == [SELECT, VERSION, SERIAL, PIN_METADATA, PUK_METADATA]
 
 
 def test_a_named_token_leaves_the_other_cards_tries_alone(cards, home, apdus, tmp_path):  # noqa: F811

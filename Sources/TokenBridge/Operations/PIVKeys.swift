@@ -48,12 +48,18 @@ public struct PIVKeys {
     }
   }
 
-  /// The public key in `slot` (GET METADATA); an empty slot is `.token(.slotEmpty)`.
+  /// The public key in `slot`: GET METADATA where the card answers it, else the slot's certificate. An empty
+  /// slot is `.token(.slotEmpty)`; a key this card cannot show (no GET METADATA, no certificate: standard PIV
+  /// has no command that reads a public key back) is `.token(.unsupported)`, saying so.
   public func publicKey(slot: PIVSlot) throws(OperationError) -> [UInt8] {
-    let key: [UInt8]?
-    do { key = try token.session.metadata(slot)?.publicKey } catch { throw .token(error) }
-    guard let key else { throw .token(.slotEmpty(slot.rawValue)) }
-    return key
+    let found: (key: [UInt8]?, source: PIVSession.PublicKeySource?, slotEmptyIsKnown: Bool)
+    do { found = try token.session.publicKey(slot) } catch { throw .token(error) }
+    if let key = found.key { return key }
+    if found.slotEmptyIsKnown { throw .token(.slotEmpty(slot.rawValue)) }
+    throw .token(
+      .unsupported(
+        "showing the public key of slot \(slot): it has no GET METADATA (a YubiKey extension) and the slot holds "
+          + "no certificate, or no key at all; `tokenbridge key generate` prints the public key when it makes one"))
   }
 
   /// A management key given as hex (from `--management-key-fd`); the secret's bytes stay in `Secret`s.

@@ -482,14 +482,21 @@ public struct TokenDiscovery {
     onlyID: String? = nil
   ) throws(TokenError) -> TokenInfo {
     try session.transact { () throws(TokenError) -> TokenInfo in
-      let identity = identify ? try session.identity(chuid: .whenNoSerial, version: detailed) : PIVIdentity()
+      // Every card answers to its reader's id too: a run that did not ask the card who it is names it so (and a
+      // message may suggest `--token` with that id), so `--token` with it must find the same card.
+      let readerID = Self.readerID(reader)
+      let byReader = onlyID == readerID
+      let asked = identify && !(byReader && !detailed)  // a script's run named by reader: no need to ask
+      let identity = asked ? try session.identity(chuid: .whenNoSerial, version: detailed) : PIVIdentity()
       let id: String
-      if let serial = identity.serial {
+      if byReader {
+        id = readerID
+      } else if let serial = identity.serial {
         id = "piv-\(serial)"
       } else if let guid = identity.chuidGUID, guid.contains(where: { $0 != "0" }) {
         id = "piv-" + guid.prefix(12)
       } else {
-        id = "piv-" + String(reader.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
+        id = readerID
       }
       let wanted = onlyID == nil || onlyID == id
       let pin = wanted ? try session.pinStatus(.pin, detailed: detailed) : nil
@@ -497,11 +504,18 @@ public struct TokenDiscovery {
       // A card that answers GET SERIAL (or GET VERSION) is a YubiKey; the version is in the name when read.
       let yubico = identity.serial != nil || session.quirks.contains(.yubicoExtensions)
       let name =
-        yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : identify ? "PIV card" : "PIV card in \(reader)"
+        yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : asked ? "PIV card" : "PIV card in \(reader)"
       return TokenInfo(
         id: id, kind: .piv, name: name, reader: reader, capabilities: ["piv"], serial: identity.serial,
         version: identity.version, pin: pin, puk: puk)
     }
+  }
+}
+
+extension TokenDiscovery {
+  /// The id of whatever PIV card is in `reader` (`piv-<reader name>`, lower case, other characters as `-`).
+  static func readerID(_ reader: String) -> String {
+    "piv-" + String(reader.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
   }
 }
 

@@ -1,11 +1,13 @@
 /// Management-key authentication (SP 800-73-4 Part 2 §3.2.4 GENERAL AUTHENTICATE, Appendix A.1),
 /// GENERATE ASYMMETRIC KEY PAIR (§3.3.2), signing (§3.2.4) and Yubico GET METADATA.
 extension PIVSession {
-  /// The 9B cipher: GET METADATA tag 01 where the card has it, else 3DES (as yubico-piv-tool does).
+  /// The 9B cipher: GET METADATA tag 01 where the card answers it, else 3DES (SP 800-78-4 Table 6-1's
+  /// original 9B algorithm, and what yubico-piv-tool assumes without metadata).
   public func managementKeyAlgorithm() throws(TokenError) -> ManagementKeyAlgorithm {
-    guard try loadQuirks().contains(.metadata) else { return .tripleDES }
+    guard quirks.mayHaveMetadata else { return .tripleDES }
     return try transact { () throws(TokenError) -> ManagementKeyAlgorithm in
       let r = try send(APDU(ins: 0xF7, p2: 0x9B, le: 0))
+      answers.metadata = CardAnswers.support(after: r.statusWord, was: answers.metadata)
       guard r.statusWord == .success, let alg = BERTLV.find(0x01, in: r.data)?.first else { return .tripleDES }
       return ManagementKeyAlgorithm(rawValue: alg) ?? .tripleDES
     }
@@ -74,15 +76,24 @@ extension PIVSession {
     guard response == expected else { throw .managementKeyRejected }
   }
 
-  /// Yubico GET METADATA for a key slot; `nil` when the slot is empty (6A82).
+  /// Yubico GET METADATA for a key slot; `nil` when the slot is empty: any of `CardAnswers.emptySlot`, or 9000
+  /// without an algorithm (tag 01). Throws `.unsupported` when the card does not implement GET METADATA
+  /// (6D00 and the like, remembered for the session): callers fall back to standard PIV.
   public func metadata(_ slot: PIVSlot) throws(TokenError) -> PIVSlotMetadata? {
-    guard try loadQuirks().contains(.metadata) else { throw .unsupported("GET METADATA") }
+    guard quirks.mayHaveMetadata else { throw .unsupported(Self.noMetadata) }
     return try transact { () throws(TokenError) -> PIVSlotMetadata? in
       let r = try send(APDU(ins: 0xF7, p2: slot.rawValue, le: 0))
-      if r.statusWord == .fileNotFound || r.statusWord == .referenceNotFound { return nil }
+      answers.metadata = CardAnswers.support(after: r.statusWord, was: answers.metadata)
+      if quirks.contains(.noMetadata) { throw .unsupported(Self.noMetadata) }
+      if CardAnswers.emptySlot.contains(r.statusWord) {
+        answers.emptySlotWord = r.statusWord
+        return nil
+      }
       try expectSuccess(r, "GET METADATA")
-      guard let tlvs = BERTLV.parse(r.data), let alg = tlvs.first(where: { $0.tag == 0x01 })?.value.first else {
-        throw .malformedResponse(operation: "GET METADATA")
+      guard let tlvs = BERTLV.parse(r.data) else { throw .malformedResponse(operation: "GET METADATA") }
+      guard let alg = tlvs.first(where: { $0.tag == 0x01 })?.value.first else {
+        answers.emptyMetadataWithoutAlgorithm = true  // an empty slot, said with 9000
+        return nil
       }
       let policy = tlvs.first { $0.tag == 0x02 }?.value
       let origin = tlvs.first { $0.tag == 0x03 }?.value.first
@@ -93,10 +104,60 @@ extension PIVSession {
     }
   }
 
-  /// Whether a slot holds a key: GET METADATA where available, else whether its certificate object exists.
+  /// What `.unsupported` names when a card has no GET METADATA.
+  public static let noMetadata = "GET METADATA (a YubiKey extension of PIV)"
+
+  /// Whether a slot holds a key: GET METADATA where the card answers it; without it (or when it says empty)
+  /// whether the slot's certificate object exists. A key without a certificate on a card without GET
+  /// METADATA cannot be seen by standard PIV at all (SP 800-73-4 has no command that tells it): such a slot
+  /// reads as empty (HardwareNotes.md).
   public func slotIsOccupied(_ slot: PIVSlot) throws(TokenError) -> Bool {
-    if try loadQuirks().contains(.metadata) { return try metadata(slot) != nil }
-    return try readObject(slot.certificateObject) != nil
+    try transact { () throws(TokenError) -> Bool in
+      if quirks.mayHaveMetadata {
+        do throws(TokenError) {
+          if try metadata(slot) != nil { return true }
+        } catch {
+          guard case .unsupported = error else { throw error }
+        }
+      }
+      return try readObject(slot.certificateObject) != nil
+    }
+  }
+
+  /// Where a slot's public key comes from.
+  public enum PublicKeySource: Sendable, Equatable {
+    /// GET METADATA tag 04 (YubiKey extension).
+    case metadata
+    /// The slot's certificate object (SP 800-73-4 Part 1 Table 3; the SubjectPublicKeyInfo of its X.509).
+    case certificate
+  }
+
+  /// The public key in `slot` as an uncompressed EC point: GET METADATA where the card answers it, else the
+  /// SubjectPublicKeyInfo of the slot's certificate. `nil` when neither tells (empty slot, or a key without
+  /// a certificate on a card without GET METADATA: `slotEmptyIsKnown` says which).
+  public func publicKey(_ slot: PIVSlot) throws(TokenError) -> (
+    key: [UInt8]?, source: PublicKeySource?, slotEmptyIsKnown: Bool
+  ) {
+    try transact { () throws(TokenError) in
+      var metadataSaysEmpty = false
+      if quirks.mayHaveMetadata {
+        do throws(TokenError) {
+          if let m = try metadata(slot) {
+            if let k = m.publicKey { return (k, .metadata, false) }
+          } else {
+            metadataSaysEmpty = true
+          }
+        } catch {
+          guard case .unsupported = error else { throw error }
+        }
+      }
+      if let obj = try readObject(slot.certificateObject), let der = BERTLV.find(0x70, in: obj),
+        let point = X509PublicKey.ecPoint(certificate: der)
+      {
+        return (point, .certificate, false)
+      }
+      return (nil, nil, metadataSaysEmpty)
+    }
   }
 
   /// Generates a key pair in `slot` (management key must be authenticated in the same transaction).
@@ -124,7 +185,11 @@ extension PIVSession {
     let r = try transact { () throws(TokenError) in
       try send(APDU(ins: 0x87, p1: algorithm.rawValue, p2: slot.rawValue, data: body, le: 0))
     }
-    if r.statusWord == .incorrectData || r.statusWord == .referenceNotFound { throw .slotEmpty(slot.rawValue) }
+    // An empty slot: YubiKeys say 6A80; other cards 6A82, 6A86 or 6A88 (HardwareNotes.md).
+    if CardAnswers.emptySlot.contains(r.statusWord) {
+      answers.emptySlotWord = r.statusWord
+      throw .slotEmpty(slot.rawValue)
+    }
     try expectSuccess(r, "GENERAL AUTHENTICATE (sign)")
     guard let t = BERTLV.find(0x7C, in: r.data), let sig = BERTLV.find(0x82, in: t), sig.first == 0x30 else {
       throw .malformedResponse(operation: "GENERAL AUTHENTICATE (sign)")

@@ -1,5 +1,5 @@
 /// PIN and PUK management: SP 800-73-4 Part 2 §3.2.1 VERIFY, §3.2.2 CHANGE REFERENCE DATA,
-/// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card has it.
+/// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card answers it.
 extension PIVSession {
   /// PIV reference data (PIN and PUK) is 6 to 8 bytes (SP 800-73-4 Part 2 §2.4.3; YubiKeys take 6–8 for the
   /// PUK too: HardwareNotes.md, PIV). A value outside it is refused here, before any APDU, so it costs no try.
@@ -23,20 +23,21 @@ extension PIVSession {
 
   static func reference(_ kind: PINKind) -> UInt8 { kind == .pin ? 0x80 : 0x81 }
 
-  /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card has it, else an
-  /// empty VERIFY (after VERIFY P1=FF where supported, so an already verified PIN still shows its count).
+  /// Reads the PIN or PUK state without spending a try: GET METADATA (1 APDU) where the card answers it, else an
+  /// empty VERIFY (after VERIFY P1=FF where the card takes it, so an already verified PIN still shows its count).
   /// `detailed: false` asks only for the tries left (all a PIN attempt needs): for the PIN that is the empty
-  /// VERIFY of SP 800-73-4 §3.2.1 (63Cx), which every PIV card answers, so GET VERSION is not needed to
-  /// decide whether GET METADATA exists; `detailed: true` also wants the maximum and whether the value is
-  /// still the default (GET METADATA, after GET VERSION once per session). The PUK has no empty VERIFY, so
-  /// it is always read in detail.
+  /// VERIFY of SP 800-73-4 §3.2.1 (63Cx), which every PIV card answers; `detailed: true` also wants the maximum
+  /// and whether the value is still the default, which only GET METADATA tells. The PUK has no empty VERIFY
+  /// (§3.2.3 has no status form), so it is always asked through GET METADATA, and is unknown (`retriesLeft`
+  /// nil) on a card without it. Whether GET METADATA exists is decided by the card's answer to it (6D00 and
+  /// the like: `CardAnswers.notImplemented`), never by a version number.
   /// Within one transaction the state is read once: later calls get it from memory until a command that may
   /// change it (VERIFY, CHANGE REFERENCE DATA, …) is sent; a wrong value's 63Cx answer gives the new count.
   public func pinStatus(_ kind: PINKind, detailed: Bool = true) throws(TokenError) -> PINStatus {
     try transact { () throws(TokenError) -> PINStatus in
       if let known = pinCache[kind], known.detailed || !detailed { return known.status }
-      var metadata = quirks.contains(.metadata)
-      if !quirksKnown && (detailed || kind == .puk) { metadata = try loadQuirks().contains(.metadata) }
+      let metadata =
+        quirks.contains(.metadata) || ((detailed || kind == .puk) && quirks.mayHaveMetadata)
       let status = try readPINStatus(kind, metadata: metadata)
       pinCache[kind] = CachedPIN(status: status, detailed: detailed || kind == .puk || status.maxRetries != nil)
       return status
@@ -46,23 +47,28 @@ extension PIVSession {
   func readPINStatus(_ kind: PINKind, metadata: Bool) throws(TokenError) -> PINStatus {
     if metadata {
       let r = try send(APDU(ins: 0xF7, p2: Self.reference(kind), le: 0))
-      if r.statusWord == .success, let tlvs = BERTLV.parse(r.data) {
-        let retries = tlvs.first { $0.tag == 0x06 }?.value
+      answers.metadata = CardAnswers.support(after: r.statusWord, was: answers.metadata)
+      if r.statusWord == .success, let tlvs = BERTLV.parse(r.data),
+        let retries = tlvs.first(where: { $0.tag == 0x06 })?.value, retries.count == 2
+      {
         let isDefault = tlvs.first { $0.tag == 0x05 }?.value.first.map { $0 == 1 }
-        guard let retries, retries.count == 2 else { throw .malformedResponse(operation: "GET METADATA") }
         return PINStatus(
           kind: kind, retriesLeft: Int(retries[1]), maxRetries: Int(retries[0]), isDefault: isDefault)
       }
+      // Refused, or an answer without the tries (tag 06): the standard way below.
     }
     guard kind == .pin else { return PINStatus(kind: .puk, retriesLeft: nil) }
     var verified = false
     var r = try send(APDU(ins: 0x20, p2: 0x80))
     if r.statusWord == .success {
       verified = true
-      if try loadQuirks().contains(.verifyReset) {
-        _ = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
-        r = try send(APDU(ins: 0x20, p2: 0x80))
-        verified = false
+      if !quirks.contains(.noVerifyReset) {
+        let reset = try send(APDU(ins: 0x20, p1: 0xFF, p2: 0x80))
+        answers.verifyReset = reset.statusWord == .success ? .supported : .unsupported(reset.statusWord)
+        if reset.statusWord == .success {
+          r = try send(APDU(ins: 0x20, p2: 0x80))
+          verified = false
+        }
       }
     }
     if let left = retries(r.statusWord) { return PINStatus(kind: .pin, retriesLeft: left) }

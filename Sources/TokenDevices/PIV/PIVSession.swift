@@ -13,14 +13,15 @@ public final class PIVSession {
   public static let aid: [UInt8] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00]
 
   public let card: SmartCardProtocol
-  /// The quirks known so far: empty until `loadQuirks()` has read GET VERSION.
-  public private(set) var quirks: TokenQuirks = []
+  /// What the card answered so far to the commands that tell how it differs from the standard (GET VERSION,
+  /// GET SERIAL, GET METADATA, VERIFY P1=FF, empty-slot words): kept for the session, the facts behind `quirks`.
+  public internal(set) var answers = CardAnswers()
+  /// The quirks known so far, derived in one place from `answers` (`TokenQuirks.derive`).
+  public var quirks: TokenQuirks { TokenQuirks.derive(answers) }
   /// YubiKey firmware version, when the card answered GET VERSION (read by `loadQuirks()`).
-  public private(set) var version: (Int, Int, Int)?
+  public var version: (Int, Int, Int)? { answers.version.map { ($0[0], $0[1], $0[2]) } }
   var reader: String { card.transport.reader }
   var transactionDepth = 0
-
-  var quirksKnown = false
 
   /// Keep the first transaction until `releaseCard()` (or the end of the session) instead of ending it with
   /// each operation.
@@ -89,19 +90,19 @@ public final class PIVSession {
     return try body()
   }
 
-  /// The card's quirks: GET VERSION is sent once per session, the first time something depends on it (GET
-  /// METADATA, VERIFY P1=FF, the name in a listing), not with every SELECT: a command that needs none of it
-  /// (verify + sign, PIN change from a script) does not pay for it (HardwareNotes.md, PIV round trips).
+  /// Sends GET VERSION once per session, the first time something shows it (the name in a listing), not with
+  /// every SELECT: a command that needs none of it (verify + sign, PIN change from a script) does not pay for it
+  /// (HardwareNotes.md, PIV round trips). Nothing else depends on it: each optional command is decided by the
+  /// card's own answer to it (`CardAnswers`).
   @discardableResult
   public func loadQuirks() throws(TokenError) -> TokenQuirks {
-    if quirksKnown { return quirks }
+    if answers.versionAsked { return quirks }
     return try transact { () throws(TokenError) -> TokenQuirks in
       let r = try send(APDU(ins: 0xFD))
+      answers.versionAsked = true
       if r.statusWord == .success, r.data.count >= 3 {
-        version = (Int(r.data[0]), Int(r.data[1]), Int(r.data[2]))
+        answers.version = r.data.prefix(3).map { Int($0) }
       }
-      quirks = TokenQuirks.derive(atr: card.transport.atr, version: version)
-      quirksKnown = true
       return quirks
     }
   }

@@ -33,10 +33,11 @@ public struct PIVCardState: Codable, Equatable, Sendable {
   public static let defaultPUK: [UInt8] = Array("12345678".utf8)
   public static let defaultManagementKey: [UInt8] = (0..<3).flatMap { _ in [1, 2, 3, 4, 5, 6, 7, 8] as [UInt8] }
 
-  /// A factory-fresh card: PIN 123456, PUK 12345678, 3 tries each, default management key,
+  /// A factory-fresh card: PIN 123456, PUK 12345678, `pinTries` PIN tries (3 by default), 3 PUK tries, default
+  /// management key,
   /// a CHUID with a random GUID.
   public static func factory(
-    serial: UInt32, version: [UInt8] = [5, 4, 3], managementAlgorithm: UInt8 = 0x03
+    serial: UInt32, version: [UInt8] = [5, 4, 3], managementAlgorithm: UInt8 = 0x03, pinTries: Int = 3
   ) -> PIVCardState {
     var guid = [UInt8](repeating: 0, count: 16)
     for i in guid.indices { guid[i] = UInt8.random(in: 0...255) }
@@ -44,7 +45,7 @@ public struct PIVCardState: Codable, Equatable, Sendable {
     let fascn = [UInt8](repeating: 0xD4, count: 25)
     let chuid = tlv(0x30, fascn) + tlv(0x34, guid) + tlv(0x35, Array("20301231".utf8)) + tlv(0x3E, []) + tlv(0xFE, [])
     return PIVCardState(
-      pin: defaultPIN, puk: defaultPUK, pinRetries: 3, pinMaxRetries: 3, pukRetries: 3, pukMaxRetries: 3,
+      pin: defaultPIN, puk: defaultPUK, pinRetries: pinTries, pinMaxRetries: pinTries, pukRetries: 3, pukMaxRetries: 3,
       pinIsDefault: true, pukIsDefault: true, managementKey: defaultManagementKey,
       managementAlgorithm: managementAlgorithm, managementKeyIsDefault: true, keys: [:],
       objects: ["5fc102": Data(chuid)], serial: serial, version: version)

@@ -4,6 +4,7 @@ extension VirtualPIVCard {
   func verify(p1: UInt8, p2: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
     guard p2 == 0x80 else { return ([], 0x6A88) }
     if p1 == 0xFF {  // reset the verified state (SP 800-73-4 §3.2.1, YubiKey 5.4.3+)
+      guard firmware >= 5_04_03 else { return ([], 0x6A86) }
       guard data.isEmpty else { return ([], 0x6A80) }
       pinVerified = false
       return ([], 0x9000)

@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// A PIV card application (NIST SP 800-73-4 Part 2, with YubiKey's GET VERSION/SERIAL/METADATA,
-/// SET MANAGEMENT KEY, SET PIN RETRIES and RESET), answering raw APDUs with the status words a YubiKey gives.
+/// SET MANAGEMENT KEY, SET PIN RETRIES and RESET), answering raw APDUs with the status words a YubiKey gives,
+/// or, with another `PIVCardProfile`, as a card without YubiKey's extensions would.
 /// It shares no code with the client (ARCHITECTURE.md): the client cannot hide a bug in both.
 public final class VirtualPIVCard {
   public static let aid: [UInt8] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00]
@@ -13,6 +14,10 @@ public final class VirtualPIVCard {
   ]
 
   public internal(set) var state: PIVCardState
+  /// How this card differs from a YubiKey (default: not at all).
+  public var profile: PIVCardProfile
+  /// The ATR this card's profile answers with.
+  public var atr: [UInt8] { profile.atr }
   /// Called after every change of persistent state.
   public var onStateChange: ((PIVCardState) -> Void)?
 
@@ -27,7 +32,10 @@ public final class VirtualPIVCard {
   /// False simulates a card without a PIV application (e.g. a bank card): every SELECT answers 6A82.
   public var hasPIVApplication = true
 
-  public init(state: PIVCardState) { self.state = state }
+  public init(state: PIVCardState, profile: PIVCardProfile = .yubikey) {
+    self.state = state
+    self.profile = profile
+  }
 
   /// Power off or reset: forget everything volatile.
   public func powerCycle() {
@@ -92,6 +100,9 @@ public final class VirtualPIVCard {
 
   func dispatch(ins: UInt8, p1: UInt8, p2: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
     guard hasPIVApplication else { return ([], ins == 0xA4 ? 0x6A82 : 0x6D00) }
+    if !profile.yubicoExtensions && PIVCardProfile.yubicoInstructions.contains(ins) { return ([], 0x6D00) }
+    // A YubiKey answers GET METADATA from firmware 5.3.0 on (Yubico's PIV reference, "GET METADATA").
+    if ins == 0xF7 && firmware < 5_03_00 { return ([], 0x6D00) }
     switch ins {
     case 0xA4: return select(p1: p1, data: data)
     case 0xC0: return getResponse()
@@ -113,6 +124,14 @@ public final class VirtualPIVCard {
   }
 
   func changed() { onStateChange?(state) }
+
+  /// The firmware this card reports, as one number (5.4.3 → 50403); a card of the generic profile counts as
+  /// implementing every standard command (VERIFY P1=FF).
+  var firmware: Int {
+    guard profile.yubicoExtensions else { return Int.max }
+    let v = state.version.map(Int.init) + [0, 0, 0]
+    return v[0] * 10000 + v[1] * 100 + v[2]
+  }
 
   func select(p1: UInt8, data: [UInt8]) -> ([UInt8], UInt16) {
     guard p1 == 0x04 else { return ([], 0x6A86) }

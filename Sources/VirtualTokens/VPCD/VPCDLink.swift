@@ -99,7 +99,7 @@ public final class VPCDLink: @unchecked Sendable {
         switch payload[0] {
         case 0x00, 0x02: card.powerCycle()  // power off / reset: no reply
         case 0x01: break  // power on: no reply
-        case 0x04: guard send(s, VirtualPIVCard.atr) else { return }
+        case 0x04: guard send(s, card.atr) else { return }
         default: log("unknown vpcd control byte \(payload[0])")
         }
         continue

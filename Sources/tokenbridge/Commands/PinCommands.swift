@@ -28,7 +28,8 @@ struct PinStatusCommand: CLICommand {
   func run() throws {
     try options.execute {
       let prompter = try options.prompter()
-      let info = try options.selection(includeFIDO2: true).chooseAny(
+      // The PUK's line is read too: `tokens` shows it, and a status that said "unknown" misled (issue 25).
+      let info = try options.selection(includePUK: true, includeFIDO2: true).chooseAny(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init)
       ).info
       if options.json {

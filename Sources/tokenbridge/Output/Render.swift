@@ -6,7 +6,9 @@ enum Render {
   static func tries(_ s: PINStatus?) -> String {
     guard let s else { return "unknown" }
     if s.isBlocked { return "blocked" }
-    guard let left = s.retriesLeft else { return s.isVerified ? "verified (count not shown)" : "unknown" }
+    guard let left = s.retriesLeft else {
+      return s.isVerified ? "verified (count not shown)" : ErrorReport.untoldTries(s.kind)
+    }
     var out = ErrorReport.triesLeft(left)
     if let max = s.maxRetries { out += " (of \(max))" }
     if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
