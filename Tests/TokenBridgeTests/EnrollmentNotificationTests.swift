@@ -8,16 +8,61 @@ import Testing
 @Suite struct EnrollmentNotificationTests {
   static let tools = ["/usr/bin/dbus-daemon", "/usr/bin/dbus-monitor", "/usr/bin/busctl"]
 
-  func spawn(_ path: String, _ args: [String], env: [String: String], out: URL) throws -> Process {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    p.environment = env
-    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-    p.standardOutput = try FileHandle(forWritingTo: out)
-    p.standardError = p.standardOutput
-    try p.run()
-    return p
+  /// A daemon of the test's own, stopped for certain (`stop`). Started with posix_spawn and every signal unblocked
+  /// and at its default: Foundation's `Process` hands the child the test runner's signal mask, in which SIGTERM and
+  /// SIGINT are blocked, so neither `terminate()` nor a Ctrl-C ever ended it (issue 31).
+  final class Daemon {
+    let pid: pid_t
+    private var reaped = false
+
+    init(_ path: String, _ args: [String], env: [String: String], out: URL) throws {
+      _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+      var actions = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&actions)
+      defer { posix_spawn_file_actions_destroy(&actions) }
+      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+      posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_APPEND, 0)
+      posix_spawn_file_actions_adddup2(&actions, 1, 2)
+      var attr = posix_spawnattr_t()
+      posix_spawnattr_init(&attr)
+      defer { posix_spawnattr_destroy(&attr) }
+      var none = sigset_t()
+      sigemptyset(&none)
+      var all = sigset_t()
+      sigfillset(&all)
+      posix_spawnattr_setsigmask(&attr, &none)
+      posix_spawnattr_setsigdefault(&attr, &all)
+      posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+      let argv = ([path] + args).map { strdup($0) } + [nil]
+      let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+      defer { (argv + envp).forEach { free($0) } }
+      var pid: pid_t = 0
+      let rc = posix_spawn(&pid, path, &actions, &attr, argv, envp)
+      guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EINVAL) }
+      self.pid = pid
+    }
+
+    /// SIGTERM, up to 2 s for it to end, then SIGKILL; reaped either way (a bounded wait, not a timing assertion).
+    func stop() {
+      guard !reaped else { return }
+      kill(pid, SIGTERM)
+      for _ in 0..<40 {
+        if waitpid(pid, nil, WNOHANG) == pid {
+          reaped = true
+          return
+        }
+        usleep(50_000)
+      }
+      kill(pid, SIGKILL)
+      waitpid(pid, nil, 0)
+      reaped = true
+    }
+
+    deinit { stop() }
+  }
+
+  func spawn(_ path: String, _ args: [String], env: [String: String], out: URL) throws -> Daemon {
+    try Daemon(path, args, env: env, out: out)
   }
 
   /// Waits (bounded: a hang guard, not a timing assertion) until `file` contains `text`.
@@ -32,6 +77,8 @@ import Testing
 
   @Test(.enabled(if: tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }))
   func busctlFallbackSendsNotifyOnTheSessionBus() throws {
+    var daemons: [Daemon] = []
+    defer { daemons.forEach { $0.stop() } }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -40,13 +87,13 @@ import Testing
     let daemon = try spawn(
       "/usr/bin/dbus-daemon", ["--session", "--nofork", "--address=\(address)"], env: env,
       out: dir.appendingPathComponent("daemon.log"))
-    defer { daemon.terminate() }
+    daemons.append(daemon)
     for _ in 0..<200 where !FileManager.default.fileExists(atPath: "\(dir.path)/bus") { usleep(50_000) }
     let monitorLog = dir.appendingPathComponent("monitor.log")
     let monitor = try spawn(
       "/usr/bin/dbus-monitor", ["--session", "interface='org.freedesktop.Notifications',member='Notify'"], env: env,
       out: monitorLog)
-    defer { monitor.terminate() }
+    daemons.insert(monitor, at: 0)
     _ = waitFor("NameAcquired", in: monitorLog)  // it is a monitor now
 
     let notifier = DesktopNotifier(notifySend: dir.appendingPathComponent("no-notify-send").path, environment: env)
@@ -61,6 +108,30 @@ import Testing
     #expect(
       seen.contains(
         "string \"fido2-hidraw0 was declined; tokenbridge enroll --reset usb-1209-0001-20000001 asks again.\""))
+  }
+
+  /// The daemon the test starts ends on SIGTERM (its signals are not blocked) and is reaped: nothing outlives it.
+  @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+  func theTestsDaemonEndsOnSIGTERM() throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let address = "unix:path=\(dir.path)/bus"
+    let daemon = try spawn(
+      "/usr/bin/dbus-daemon", ["--session", "--nofork", "--address=\(address)"], env: ["PATH": "/usr/bin:/bin"],
+      out: dir.appendingPathComponent("daemon.log"))
+    for _ in 0..<200 where !FileManager.default.fileExists(atPath: "\(dir.path)/bus") { usleep(50_000) }
+    let status = try String(contentsOfFile: "/proc/\(daemon.pid)/status", encoding: .utf8)
+    let blocked = status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+    #expect(blocked?.hasSuffix("0000000000000000") == true, "\(blocked ?? "no SigBlk")")
+    kill(daemon.pid, SIGTERM)
+    var ended = false
+    for _ in 0..<100 where !ended {  // a hang guard, not a timing assertion
+      ended = waitpid(daemon.pid, nil, WNOHANG) == daemon.pid
+      if !ended { usleep(50_000) }
+    }
+    #expect(ended, "dbus-daemon outlived SIGTERM")
+    if !ended { daemon.stop() }
   }
 
   @Test func noClientNoCommand() {
