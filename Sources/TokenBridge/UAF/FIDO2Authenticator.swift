@@ -114,8 +114,15 @@ public final class FIDO2Authenticator: TokenAuthenticator {
           rpID: Self.rpID, rpName: "TokenBridge", userID: keyIDBytes, userName: "tokenbridge",
           userDisplayName: "TokenBridge UAF"),
         clientDataHash: cdh, pin: pin, resident: resident)
-      let out = try session.hmacSecret(rpID: Self.rpID, clientDataHash: cdh, credentialID: id, salt: salt, pin: pin)
-      return (id, Secret(out))
+      do throws(TokenError) {
+        let out = try session.hmacSecret(rpID: Self.rpID, clientDataHash: cdh, credentialID: id, salt: salt, pin: pin)
+        return (id, Secret(out))
+      } catch {
+        // A discoverable credential whose registration failed would stay on the key, listed as ours: it goes
+        // (credential management, with the same PIN).
+        if resident { try? session.deleteResidentCredential(id, pin: pin) }
+        throw error
+      }
     }
     guard let uafKey = Self.derivedKey(output.bytes, salt: salt) else {
       throw .token(.malformedResponse(operation: "hmac-secret"))
