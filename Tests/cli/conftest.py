@@ -74,8 +74,27 @@ def cards(tmp_path):
 
 
 @pytest.fixture
-def card(cards):
-    return cards()
+def card(request, cards, monkeypatch):
+    """Our virtual card; a test parametrized with `implementations.piv_params()` (indirect) also runs on CanoKey."""
+    impl = getattr(request, "param", "virtual")
+    if impl == "virtual":
+        c = cards()
+        c.impl, c.env = "virtual", {}
+        return c
+    request.getfixturevalue("third_party_built")
+    from implementations import CanokeyCard
+    c = CanokeyCard(monkeypatch)
+    request.addfinalizer(c.stop)
+    return c
+
+
+@pytest.fixture(scope="session")
+def third_party_built():
+    """Tools/third-party build all (cached), once per session; the cards and keys started ahead stop at the end."""
+    from implementations import ensure_built, stop_spares
+    ensure_built()
+    yield
+    stop_spares()
 
 
 def pin_pipe(pins):
