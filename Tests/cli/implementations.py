@@ -87,22 +87,33 @@ class _Bridge:
 
 
 _spare_keys = {}  # name -> a _Bridge started ahead (CanoKey only: its start takes 10 s)
+_session_dir = None  # the keys' directories (a spare starts before its test's tmp_path exists); removed at the end
+
+
+def _key_dir(name):
+    global _session_dir
+    if _session_dir is None:
+        _session_dir = tempfile.mkdtemp(prefix="tb-third-party-")
+    return tempfile.mkdtemp(prefix=f"{name}-", dir=_session_dir)
 
 
 def _fresh_bridge(name):
     spare = _spare_keys.pop(name, None)
-    bridge = spare or _Bridge(name, tempfile.mkdtemp(prefix=f"tb-{name}-"))
+    bridge = spare or _Bridge(name, _key_dir(name))
     if name == "canokey":
-        _spare_keys[name] = _Bridge(name, tempfile.mkdtemp(prefix=f"tb-{name}-"))
+        _spare_keys[name] = _Bridge(name, _key_dir(name))
     bridge.wait()
     return bridge
 
 
 def stop_spares():
+    global _session_dir
     for b in _spare_keys.values():
         b.stop()
-        shutil.rmtree(b.dir, ignore_errors=True)
     _spare_keys.clear()
+    if _session_dir:
+        shutil.rmtree(_session_dir, ignore_errors=True)
+        _session_dir = None
     for c in _spare_cards.values():
         c.close()
     _spare_cards.clear()
