@@ -13,6 +13,7 @@ BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
 TOKENBRIDGE = str(BIN / "tokenbridge")
 VIRTUAL_TOKEN = str(BIN / "virtual-token")
 READERS = ["Virtual PCD 00 00", "Virtual PCD 00 01"]
+DEFAULT_READER = READERS[0]  # the card fixture's reader (CanoKey's when a test runs on it)
 
 if os.environ.get("TB_IN_NAMESPACE") != "1":
     pytest.exit("these tests need the private pcscd: run them through Tools/test", returncode=2)
@@ -74,8 +75,28 @@ def cards(tmp_path):
 
 
 @pytest.fixture
-def card(cards):
-    return cards()
+def card(request, cards, monkeypatch):
+    """Our virtual card; a test parametrized with `implementations.piv_params()` (indirect) also runs on CanoKey."""
+    impl = getattr(request, "param", "virtual")
+    if impl == "virtual":
+        c = cards()
+        c.impl, c.env = "virtual", {}
+        return c
+    request.getfixturevalue("third_party_built")
+    from implementations import CanokeyCard
+    c = CanokeyCard(monkeypatch)
+    monkeypatch.setattr(__import__("conftest"), "DEFAULT_READER", c.reader)
+    request.addfinalizer(c.stop)
+    return c
+
+
+@pytest.fixture(scope="session")
+def third_party_built():
+    """Tools/third-party build all (cached), once per session; the cards and keys started ahead stop at the end."""
+    from implementations import ensure_built, stop_spares
+    ensure_built()
+    yield
+    stop_spares()
 
 
 def pin_pipe(pins):
@@ -105,11 +126,12 @@ def tb(*args, pins=None, env=None, timeout=60):
             os.close(r_fd)
 
 
-def piv_tool(*args, reader="Virtual PCD 00 00"):
+def piv_tool(*args, reader=None):
+    reader = reader or DEFAULT_READER
     return subprocess.run(["yubico-piv-tool", "-r", reader, *args], capture_output=True, text=True, timeout=60)
 
 
-def pin_tries(reader="Virtual PCD 00 00"):
+def pin_tries(reader=None):
     """PIN tries left as yubico-piv-tool (not our code) reads them."""
     out = piv_tool("-a", "status", reader=reader).stdout
     for line in out.splitlines():

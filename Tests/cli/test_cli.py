@@ -11,6 +11,7 @@ import pexpect
 import pytest
 
 from conftest import ROOT, TOKENBRIDGE, pin_tries, piv_tool, tb, wait_until, card_present
+from implementations import piv_params
 
 
 def spawn(*args):
@@ -62,6 +63,7 @@ def test_tokens_with_token_lists_only_that_one(cards):
     assert r.stderr == f"tokenbridge: No token piv-12345. Tokens present: {first.id}, {second.id}.\n", r.stderr
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_new_user_story(card):
     """README's walk: wrong old PIN (2 tries left), then right; yubico-piv-tool verifies the new PIN;
     three wrong PINs block it (distinct exit code); pin unblock with the PUK restores it."""
@@ -122,6 +124,7 @@ def test_current_pin_over_8_bytes_is_not_sent(card):
     assert pin_tries() == 3
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_puk_change_and_wrong_puk(card):
     r = tb("puk", "change", pins=["00000000", "87654321"])
     assert r.returncode == 6 and "Wrong PUK; 2 tries left" in r.stderr
@@ -230,6 +233,7 @@ def test_occupied_slot_on_a_terminal_asks(card):
     assert child.exitstatus == 13
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_sign_is_verified_by_openssl(card, tmp_path):
     pub = tmp_path / "pub.pem"
     r = tb("key", "generate", "--slot", "9a")

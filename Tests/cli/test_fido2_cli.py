@@ -10,15 +10,16 @@ import time
 import pexpect
 import pytest
 from fido2.ctap2 import Ctap2
-from fido2.ctap2.pin import ClientPin, PinProtocolV2
+from fido2.ctap2.pin import ClientPin
 
 from conftest import TOKENBRIDGE, tb as tb_raw
 from fido2_conn import Key, open_device
+from implementations import FIDO2_IMPLEMENTATIONS, key_impl, make_key, pin_protocol
 
 
-@pytest.fixture
-def key(tmp_path):
-    k = Key(tmp_path)
+@pytest.fixture(params=FIDO2_IMPLEMENTATIONS)
+def key(tmp_path, request):
+    k = make_key(key_impl(request), tmp_path)
     yield k
     k.stop()
 
@@ -28,7 +29,8 @@ def tb(key, *args, **kw):
 
 
 def verified_by_python_fido2(key, pin):
-    return len(ClientPin(Ctap2(open_device(key.sock)), PinProtocolV2()).get_pin_token(pin)) == 32
+    ctap = Ctap2(open_device(key.sock))
+    return len(ClientPin(ctap, pin_protocol(ctap)).get_pin_token(pin)) in (16, 32)  # protocol 1: 16 bytes (solo1)
 
 
 def test_tokens_shows_the_key(key):
@@ -294,7 +296,7 @@ def test_resident_credentials_per_configuration(key, tmp_path):
         assert tb_raw("authenticate", "--server", server.url, env=home, pins=["1234"]).returncode == 0
         # python-fido2 finds the credential with no allowList: it is discoverable on the key.
         ctap = Ctap2(open_device(key.sock))
-        cp = ClientPin(ctap, PinProtocolV2())
+        cp = ClientPin(ctap, pin_protocol(ctap))
         token = cp.get_pin_token("1234", ClientPin.PERMISSION.GET_ASSERTION, "tokenbridge.uaf")
         cdh = b"\x01" * 32
         a = ctap.get_assertion("tokenbridge.uaf", cdh, pin_uv_param=cp.protocol.authenticate(token, cdh),

@@ -13,6 +13,7 @@ import pexpect
 import pytest
 
 from conftest import ROOT, TOKENBRIDGE, pin_tries, tb as tb_raw, wait_until
+from implementations import piv_params
 
 RP = str(ROOT / "Tools" / "rp" / "tokenbridge_rp.py")
 
@@ -94,6 +95,7 @@ def process(home, message, facet, pins=("123456",), extra=()):
     return p
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_register_authenticate_deregister(card, rp, home):
     server = rp()
     r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
