@@ -231,16 +231,22 @@ struct USBIP: ParsableCommand {
     abstract: "Serve virtual tokens as USB devices over USB/IP (for vhci-hcd: usbip attach -r HOST -b 1-N).",
     discussion: """
       Each --device is one USB device, bus id 1-1, 1-2, ... in order: fido (FIDO HID interface, the virtual \
-      CTAP 2.1 key), ccid (CCID interface, the virtual PIV card in its slot) or composite (both in one device). \
-      Device 1-N keeps its state in --state-dir as 1-N.fido.json / 1-N.piv.json (created factory-fresh). Each \
-      attach is a power-up (the FIDO2 reset window starts). Signals: SIGUSR1 takes the cards out of their \
+      CTAP 2.1 key), ccid (CCID interface, the virtual PIV card in its slot), composite (both in one device) or \
+      fido-external (a FIDO HID interface in front of an external key: every 64-byte report goes to the key socket \
+      of the next --fido-socket, a Unix SOCK_SEQPACKET socket with one report per datagram as `virtual-token fido2 \
+      --socket` serves, and its reports come back). Device 1-N keeps its state in --state-dir as 1-N.fido.json / \
+      1-N.piv.json (created factory-fresh). Each attach is a power-up (the FIDO2 reset window starts; an external \
+      key gets a new connection, and a key whose socket is not there cannot be attached); an external key that \
+      drops the connection (replugged or stopped) unplugs its device. Signals: SIGUSR1 takes the cards out of their \
       CCID slots, SIGUSR2 puts them back, SIGHUP unplugs every attached device, SIGTERM/SIGINT stop.
       """)
 
   @Option(help: "Address to listen on: loopback only (127.0.0.0/8 or [::1]), port 3240 by default.")
   var listen = "127.0.0.1:3240"
-  @Option(help: "A device to serve: fido, ccid or composite (repeat for several).")
+  @Option(help: "A device to serve: fido, ccid, composite or fido-external (repeat for several).")
   var device: [String] = []
+  @Option(help: "Key socket of each fido-external device, in order (repeat for several).")
+  var fidoSocket: [String] = []
   @Option(help: "Directory of the devices' state files.") var stateDir: String
   @Option(help: "User presence of FIDO keys: auto, deny, timeout, wait (touch with SIGUSR2 of the fido2 command).")
   var presence = "auto"
@@ -253,9 +259,16 @@ struct USBIP: ParsableCommand {
     guard USBIPServer.loopbackAddress(listen) != nil else {
       throw ValidationError("--listen must be a loopback HOST:PORT (127.0.0.1:3240 or [::1]:3240)")
     }
-    guard !device.isEmpty else { throw ValidationError("name at least one --device (fido, ccid or composite)") }
+    guard !device.isEmpty else {
+      throw ValidationError("name at least one --device (fido, ccid, composite or fido-external)")
+    }
     for d in device where VirtualUSBDevice.Kind(rawValue: d) == nil {
-      throw ValidationError("unknown device '\(d)': fido, ccid or composite")
+      throw ValidationError("unknown device '\(d)': fido, ccid, composite or fido-external")
+    }
+    let external = device.filter { $0 == VirtualUSBDevice.Kind.fidoExternal.rawValue }.count
+    guard fidoSocket.count == external else {
+      throw ValidationError(
+        "give one --fido-socket per fido-external device (\(external) devices, \(fidoSocket.count) sockets)")
     }
     guard UserPresence(rawValue: presence) != nil else {
       throw ValidationError("--presence must be auto, deny, timeout or wait")
@@ -265,13 +278,16 @@ struct USBIP: ParsableCommand {
   func run() throws {
     let dir = URL(fileURLWithPath: stateDir)
     var devices: [VirtualUSBDevice] = []
+    var sockets = fidoSocket[...]
     for (i, name) in device.enumerated() {
       let kind = VirtualUSBDevice.Kind(rawValue: name)!
       let bus = USBIPServer.busID(i)
       let number = serial + UInt32(i)
       var fido: FIDOHIDFunction?
       var ccid: CCIDFunction?
-      if kind != .ccid {
+      if kind == .fidoExternal {
+        fido = FIDOHIDFunction(externalSocket: sockets.removeFirst(), log: log)
+      } else if kind != .ccid {
         let url = dir.appendingPathComponent("\(bus).fido.json")
         let state: FIDO2State
         do {
@@ -286,7 +302,7 @@ struct USBIP: ParsableCommand {
         }
         fido = FIDOHIDFunction(engine: CTAPHIDEngine(key: key, log: log))
       }
-      if kind != .fido {
+      if kind == .ccid || kind == .composite {
         let url = dir.appendingPathComponent("\(bus).piv.json")
         let state: PIVCardState
         do {

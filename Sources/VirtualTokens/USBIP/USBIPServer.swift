@@ -128,10 +128,16 @@ public final class USBIPServer: @unchecked Sendable {
         return
       }
       defer { lock.withLock { _ = imported.remove(i) } }
+      let session = URBSession(fd: c, device: devices[i], log: log)
+      guard session.attach() else {  // its external key is not there: as if the device were not plugged in
+        _ = socketSend(c, be16(Self.version) + be16(0x0003) + be32(1))
+        return
+      }
+      defer { devices[i].detach() }
       guard socketSend(c, be16(Self.version) + be16(0x0003) + be32(0) + deviceBlock(i)) else { return }
       log("\(busID) attached (\(devices[i].kind.rawValue), serial \(devices[i].serial))")
       lock.withLock { sessions[i] = c }
-      URBSession(fd: c, device: devices[i], log: log).run()
+      session.run()
       lock.withLock { _ = sessions.removeValue(forKey: i) }
       log("\(busID) detached")
     default: log(String(format: "USB/IP operation %04x refused", code))
@@ -167,9 +173,16 @@ final class URBSession: @unchecked Sendable {
     self.log = log
   }
 
+  /// Powers the device up (before the import is answered); false when it cannot be.
+  func attach() -> Bool {
+    let fd = self.fd
+    return device.attach(
+      { [weak self] endpoint, data in self?.queueIn(endpoint, data) },
+      unplug: { shutdown(fd, Int32(SHUT_RDWR)) })  // run() sees the end of the connection, then detaches
+  }
+
+  /// Serves URBs until the host detaches or the device is unplugged; the caller detaches the device.
   func run() {
-    device.attach { [weak self] endpoint, data in self?.queueIn(endpoint, data) }
-    defer { device.detach() }
     while let header = socketRead(fd, 48) {
       let command = be32(header, 0)
       let seq = be32(header, 4)

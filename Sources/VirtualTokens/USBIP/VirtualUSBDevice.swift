@@ -1,10 +1,12 @@
 import Foundation
 
 /// A virtual token as one USB device: a FIDO HID interface, a CCID interface, or both (composite, FIDO first,
-/// as a YubiKey's FIDO+CCID mode). Its state outlives attaches; each attach is a power-up.
+/// as a YubiKey's FIDO+CCID mode); or the FIDO HID interface in front of an external key (fido-external: firmware
+/// reached on its key socket). Its state outlives attaches; each attach is a power-up.
 public final class VirtualUSBDevice: @unchecked Sendable {
   public enum Kind: String, CaseIterable, Sendable {
     case fido, ccid, composite
+    case fidoExternal = "fido-external"
   }
 
   public let kind: Kind
@@ -16,7 +18,7 @@ public final class VirtualUSBDevice: @unchecked Sendable {
   let fidoInterface: UInt8?
 
   public init(kind: Kind, serial: String, fido: FIDOHIDFunction?, ccid: CCIDFunction?) {
-    precondition((fido != nil) == (kind != .ccid) && (ccid != nil) == (kind != .fido))
+    precondition((fido != nil) == (kind != .ccid) && (ccid != nil) == (kind == .ccid || kind == .composite))
     self.kind = kind
     self.fido = fido
     self.ccid = ccid
@@ -29,6 +31,7 @@ public final class VirtualUSBDevice: @unchecked Sendable {
     let product =
       switch kind {
       case .fido: "Virtual FIDO2 Key"
+      case .fidoExternal: "External FIDO2 Key"
       case .ccid: "Virtual PIV Card"
       case .composite: "Virtual FIDO2 Key and PIV Card"
       }
@@ -40,9 +43,12 @@ public final class VirtualUSBDevice: @unchecked Sendable {
     (fido != nil ? [(0x03, 0, 0)] : []) + (ccid != nil ? [(0x0B, 0, 0)] : [])
   }
 
-  func attach(_ queue: @escaping USBInQueue) {
-    fido?.attach(queue)
+  /// Powers the device up for a new attach; false when it cannot be (its external key is not there), and then
+  /// nothing is attached. `unplug` takes the device off the bus (the external key went away).
+  func attach(_ queue: @escaping USBInQueue, unplug: @escaping @Sendable () -> Void) -> Bool {
+    if let fido, !fido.attach(queue, unplug: unplug) { return false }
     ccid?.attach(queue)
+    return true
   }
 
   func detach() {
