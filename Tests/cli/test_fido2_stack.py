@@ -1,8 +1,9 @@
-"""TokenBridge's own CTAP2 client (CTAP2Link, FIDO2Session+OwnCTAP: getInfo, tries, PIN protocols 1 and 2, PIN
-tokens, setPIN/changePIN, makeCredential and getAssertion with hmac-secret) checked by code we did not write:
-python-fido2 reads the PIN tokenbridge set and computes the hmac-secret of the credential tokenbridge made, and the
-UAF key derived from it must be the one tokenbridge registered. Each path runs against a CTAP 2.1 key and against a
-CTAP 2.0 one (protocol 1 only, no PIN token with permissions: the fallbacks), and the fallbacks spend no PIN try."""
+"""TokenBridge's FIDO2 stack (libfido2 through our custom I/O: getInfo, tries, PIN protocols 1 and 2, PIN tokens,
+setPIN/changePIN, makeCredential and getAssertion with hmac-secret) checked by code we did not write: python-fido2
+reads the PIN tokenbridge set and computes the hmac-secret of the credential tokenbridge made, and the UAF key
+derived from it must be the one tokenbridge registered. Each path runs against a CTAP 2.1 key and against a CTAP 2.0
+one (protocol 1 only, no PIN token with permissions: libfido2 follows getInfo), and nothing spends a PIN try it
+should not."""
 import json
 import sqlite3
 from pathlib import Path
@@ -103,9 +104,10 @@ def test_a_wrong_pin_spends_one_try_and_the_next_attempt_agrees_a_new_key(key, h
 
 
 def test_a_cool_down_another_command_began_sends_no_pin(tmp_path, home):  # noqa: F811
-    """Three wrong PINs in a row leave the key taking no PIN until it is re-inserted. The next command learns that
-    from getPINRetries' powerCycleState (read before any PIN, house rule) and waits for the re-insert sending no
-    PIN: no key agreement, no PIN token, no changePIN reach the key (its own request log)."""
+    """Three wrong PINs in a row leave the key taking no PIN until it is re-inserted. The next command knows it from
+    what the earlier one learnt in the same plug-in (FIDO2CoolDown: libfido2 does not pass powerCycleState on) and
+    waits for the re-insert sending no PIN: no key agreement, no PIN token, no changePIN reach the key (its own
+    request log)."""
     key = Key(tmp_path, "--log-requests")
     env = dict(home, TOKENBRIDGE_VIRTUAL_FIDO=key.sock)
 
