@@ -49,11 +49,11 @@ let package = Package(
         "UAFCore", "TokenDevices", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
         "CSQLite",
       ]),
-    // The CLI's command-line parser: declarative specs, no reflection (issue 12). Swift stdlib and Glibc only.
-    .target(name: "CommandLineCore"),
-    // The command line for the Swift runtime without its /proc/self/maps scan (issue 12; see start_args.c).
-    .target(name: "CStartArgs"),
-    .executableTarget(name: "tokenbridge", dependencies: ["TokenBridge", "CommandLineCore", "CStartArgs"]),
+    // The CLI: its command tree on swift-argument-parser (as virtual-token), which also writes its completion
+    // scripts and man page (Tools/gen-docs).
+    .executableTarget(
+      name: "tokenbridge",
+      dependencies: ["TokenBridge", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
     // Simulators: implement the public specs, share no code with the client.
     .target(
@@ -75,7 +75,6 @@ let package = Package(
     .testTarget(
       name: "TokenDevicesTests",
       dependencies: ["TokenDevices", .product(name: "Crypto", package: "swift-crypto")]),
-    .testTarget(name: "CommandLineCoreTests", dependencies: ["CommandLineCore"]),
     .testTarget(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),

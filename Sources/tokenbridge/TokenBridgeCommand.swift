@@ -1,57 +1,60 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import Glibc
 import TokenBridge
 
 @main
-enum TokenBridgeCommand {
-  static let spec = CommandSpec(
-    group: "tokenbridge",
+struct TokenBridgeCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "tokenbridge",
     abstract: "Hardware tokens (PIV smart cards, FIDO2 keys) as authenticators: list them, manage PINs and keys.",
     discussion: "PINs are never taken as arguments: they are asked on the terminal, or read from --pin-fd.",
+    version: TokenBridgeVersion.string,
     subcommands: [
-      Tokens.spec, Pin.spec, Puk.spec, Key.spec, Register.spec, Authenticate.spec, Deregister.spec, Accounts.spec,
-      Authenticators.spec, Local.spec, Info.spec, UAF.spec, OutOfBand.spec, Pending.spec, Device.spec,
-      FIDO2Command.spec, InstallDesktop.spec, Enroll.spec, DoctorCommand.spec, WatchCommand.spec, ExitCodes.spec,
+      Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
+      Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
+      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ExitCodes.self,
     ])
 
-  static let program = Program(root: spec, version: TokenBridgeVersion.string)
-
+  /// swift-argument-parser's `main()`, except for what a command did not report itself (`GlobalOptions.execute`
+  /// reports token commands' errors): that is `ErrorReport`'s message and exit status, not the parser's "Error:"
+  /// line and exit 1.
   static func main() {
-    program.main(Array(CommandLine.arguments.dropFirst())) { error in
-      // What a command did not report itself (`GlobalOptions.execute` reports token commands' errors).
+    refuseUnknownHelpTopic(CommandLine.arguments.dropFirst())
+    var command: any ParsableCommand
+    do {
+      command = try parseAsRoot()
+    } catch {
+      exit(withError: error)  // help, --version, usage errors (exit 64)
+    }
+    do {
+      try command.run()
+    } catch  where isParserError(error) {
+      exit(withError: error)  // a group run without a subcommand (its help), `help bogus`, ExitCode, ValidationError
+    } catch {
       let report = ErrorReport(error)
       FileIO.writeError("tokenbridge: \(report.message)\n")
-      return report.status.rawValue
+      exit(withError: ExitCode(report.status.rawValue))
     }
   }
-}
 
-/// A command of the CLI: its spec (names, help, arguments), built from the parsed values, checked, run.
-protocol CLICommand {
-  static var spec: CommandSpec { get }
-  /// Reads the values (a transform's refusal is a usage error); option groups validate themselves here.
-  init(_ p: Parsed) throws
-  /// Checks of the values together (a `ValidationError`: exit 64 with the usage line).
-  func validate() throws
-  func run() throws
-}
-
-extension CLICommand {
-  func validate() throws {}
-
-  /// The spec's `run`: build, validate, run.
-  static func invoke(_ p: Parsed) throws {
-    let command = try Self(p)
-    try command.validate()
-    try command.run()
+  /// `tokenbridge help bogus` is a usage error naming the word, as a mistyped command is (the parser's `help`
+  /// shows the help of the last command it recognised, exit 0).
+  static func refuseUnknownHelpTopic(_ args: ArraySlice<String>) {
+    guard args.first == "help" else { return }
+    var command: any ParsableCommand.Type = Self.self
+    for word in args.dropFirst() where !word.hasPrefix("-") {
+      guard let next = command.configuration.subcommands.first(where: { $0.configuration.commandName == word })
+      else { exit(withError: ValidationError("Unknown command '\(word)'")) }
+      command = next
+    }
   }
 
-  /// This command from these words (its options only, no command name), validated.
-  static func parse(_ words: [String]) throws -> Self {
-    let command = try Self(Parser.parse(words, for: spec))
-    try command.validate()
-    return command
+  /// An error of swift-argument-parser's (its `help` command throws its own, internal, error type), which its
+  /// `exit(withError:)` prints and maps to an exit status.
+  static func isParserError(_ error: any Error) -> Bool {
+    error is ExitCode || error is CleanExit || error is ValidationError
+      || String(reflecting: type(of: error)).hasPrefix("ArgumentParser.")
   }
 }
 
@@ -60,52 +63,40 @@ enum TokenBridgeVersion {
 }
 
 /// Options every token command shares.
-struct GlobalOptions {
-  enum Arg {
-    static let token = ArgumentSpec.option("token", help: "The token to use (an id from `tokenbridge tokens`).")
-    static let wait = ArgumentSpec.flag(
-      "wait",
-      help: "No token (or not the one named by --token)? Wait for it to be inserted, up to --timeout seconds, "
-        + "instead of failing (exit 14 when the time runs out).")
-    static let json = ArgumentSpec.flag("json", help: "Machine-readable output.")
-    static let trace = ArgumentSpec.flag(
-      "trace", help: "Print APDUs to stderr (PIN, PUK and management-key bytes are redacted).")
-    static let pinFd = ArgumentSpec.option(
-      "pin-fd", .int32, help: "Read PINs/PUKs from this file descriptor, one per line, instead of the terminal.")
-    static let yes = ArgumentSpec.flag(
-      "yes", help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
-    static let timeout = ArgumentSpec.option(
-      "timeout", .double,
-      help: "Seconds to wait for the user (prompt, pinentry, --pin-fd, touch; 1-86400). Default: interactionTimeout "
-        + "in the configuration, else 240.")
-    static let prompt = ArgumentSpec.option(
-      "prompt",
-      help: "How to ask for PINs: terminal, pinentry or auto (the terminal, else pinentry). Default: \"prompt\" in "
-        + "the configuration, else auto.")
-  }
-  static let arguments = [Arg.token, Arg.wait, Arg.json, Arg.trace, Arg.pinFd, Arg.yes, Arg.timeout, Arg.prompt]
-
+struct GlobalOptions: ParsableArguments {
+  @Option(help: "The token to use (an id from `tokenbridge tokens`).")
   var token: String?
-  var wait = false
-  var json = false
-  var trace = false
-  var pinFd: Int32?
-  var yes = false
-  var timeoutOption: Double?
-  var prompt: String?
 
-  /// The values, validated (as an option group, before the command's own `validate()`).
-  init(_ p: Parsed) throws {
-    token = p.string(Arg.token)
-    wait = p.flag(Arg.wait)
-    json = p.flag(Arg.json)
-    trace = p.flag(Arg.trace)
-    pinFd = p.int32(Arg.pinFd)
-    yes = p.flag(Arg.yes)
-    timeoutOption = p.double(Arg.timeout)
-    prompt = p.string(Arg.prompt)
-    try validate()
-  }
+  @Flag(
+    help: ArgumentHelp(
+      "No token (or not the one named by --token)? Wait for it to be inserted, up to --timeout seconds, "
+        + "instead of failing (exit 14 when the time runs out)."))
+  var wait = false
+
+  @Flag(help: "Machine-readable output.")
+  var json = false
+
+  @Flag(help: "Print APDUs to stderr (PIN, PUK and management-key bytes are redacted).")
+  var trace = false
+
+  @Option(help: "Read PINs/PUKs from this file descriptor, one per line, instead of the terminal.")
+  var pinFd: Int32?
+
+  @Flag(help: "Answer yes to confirmations (e.g. using the last PIN try). Use with care.")
+  var yes = false
+
+  @Option(
+    name: .customLong("timeout"),
+    help: ArgumentHelp(
+      "Seconds to wait for the user (prompt, pinentry, --pin-fd, touch; 1-86400). Default: interactionTimeout "
+        + "in the configuration, else 240."))
+  var timeoutOption: Double?
+
+  @Option(
+    help: ArgumentHelp(
+      "How to ask for PINs: terminal, pinentry or auto (the terminal, else pinentry). Default: \"prompt\" in "
+        + "the configuration, else auto."))
+  var prompt: String?
 
   func validate() throws {
     if let fd = pinFd, fd < 0 || fcntl(fd, F_GETFD) < 0 {
@@ -198,10 +189,9 @@ struct ErrorJSON: Encodable {
   var candidates: [SelectionCandidate]?
 }
 
-struct ExitCodes: CLICommand {
-  static let spec = CommandSpec(
-    name: "exit-codes", abstract: "List the exit codes and what they mean.", run: invoke)
-  init(_ p: Parsed) {}
+struct ExitCodes: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "exit-codes", abstract: "List the exit codes and what they mean.")
   func run() {
     for s in ExitStatus.allCases { print("\(s.rawValue)\t\(s.meaning)") }
   }

@@ -1,5 +1,7 @@
-"""The command tree as the CLI's own parser (CommandLineCore) shows it: every command reached from
-`tokenbridge --help` answers --help, and usage errors are exit 64 with one line, the usage and where help is."""
+"""The command tree as swift-argument-parser shows it: every command reached from `tokenbridge --help` answers
+--help, and usage errors are exit 64 with the error's line, the usage and where help is."""
+import json
+import os
 import subprocess
 
 from conftest import TOKENBRIDGE
@@ -63,10 +65,13 @@ def test_a_group_without_subcommand_prints_its_help():
 
 
 def test_unknown_option_is_a_usage_error():
-    for cmd in (["tokens"], ["pin", "change"], ["register"], ["oob"], ["fido2", "credentials", "delete"],
-                ["doctor"], ["watch"], ["exit-codes"]):
+    # A missing required argument, then the command's own checks, are reported before an unknown option (the
+    # parser validates a command before it looks at what is left): each command gets what it requires.
+    for cmd, required in ((["tokens"], []), (["pin", "change"], []), (["register"], ["--username", "u"]),
+                          (["oob"], ["--qr-text", "x"]), (["fido2", "credentials", "delete"], ["ID"]),
+                          (["doctor"], []), (["watch"], []), (["exit-codes"], [])):
         name = " ".join(["tokenbridge", *cmd])
-        r = run(*cmd, "--bogus")
+        r = run(*cmd, *required, "--bogus")
         assert r.returncode == 64, (cmd, r.stderr)
         assert r.stdout == ""
         lines = r.stderr.splitlines()
@@ -99,10 +104,14 @@ def test_usage_errors_name_what_is_wrong():
     for args, first, name in cases:
         r = run(*args)
         assert r.returncode == 64, (args, r.stderr)
+        assert r.stdout == ""
         lines = r.stderr.splitlines()
         assert lines[0] == first, args
-        assert (lines[1] + " ").startswith(f"Usage: {name} "), (args, lines)
-        assert lines[2] == f"  See '{name} --help' for more information.", args
+        # A value's error adds the argument's help ("Help:  --pin-fd <pin-fd>  Read PINs...") before the usage.
+        usage = [l for l in lines if l.startswith("Usage: ")]
+        assert len(usage) == 1 and (usage[0] + " ").startswith(f"Usage: {name} "), (args, lines)
+        assert lines[-1] == f"  See '{name} --help' for more information.", args
+        assert len(lines) <= 4 and "Traceback" not in r.stderr and "Fatal error" not in r.stderr, lines
 
 
 def test_version_everywhere():
@@ -112,8 +121,33 @@ def test_version_everywhere():
         assert r.stdout == run("--version").stdout
 
 
-def test_argument_parser_is_not_linked():
-    """swift-argument-parser's first parse was 72 % of a failing `pin status` (Mirror, conformance scans; issue 12).
-    Its module name is in the mangled names of any of its types the binary holds."""
-    with open(TOKENBRIDGE, "rb") as f:
-        assert b"14ArgumentParser" not in f.read()
+def test_odd_command_lines():
+    """What scripts rely on beyond the documented options (the old parser's tests, now at the command line)."""
+    # "=" gives a value that starts with "-"; without it, "-1" is not taken as a value.
+    r = run("pin", "change", "--pin-fd=-1")
+    assert r.returncode == 64 and r.stderr.startswith("Error: --pin-fd -1 is not an open file descriptor\n")
+    r = run("pin", "change", "--pin-fd", "-1")
+    assert r.returncode == 64 and r.stderr.startswith("Error: Missing value for '--pin-fd <pin-fd>'\n")
+    r = run("pin", "change", "--pin-fd=99999999999")
+    assert r.returncode == 64 and r.stderr.startswith("Error: The value '99999999999' is invalid for '--pin-fd")
+    # After "--", words are arguments, --help included.
+    r = run("local", "delete", "--", "--help", "--json")
+    assert r.returncode == 64 and r.stderr.startswith("Error: Unexpected argument '--json'\n"), r.stderr
+    # -h, --help and -help anywhere before "--" show the command's help, even beside an error.
+    for args in (["pin", "-h"], ["pin", "change", "--token", "x", "-help"], ["pin", "change", "--bogus", "--help"]):
+        r = run(*args)
+        assert r.returncode == 0 and r.stdout.startswith("OVERVIEW: "), (args, r.stderr)
+    # A group's default subcommand takes the options.
+    r = run("fido2", "credentials", "--bogus")
+    assert r.returncode == 64 and "Usage: tokenbridge fido2 credentials list " in r.stderr
+
+
+def test_repeated_options_keep_the_last_value(tmp_path):
+    """A repeated option's last value counts (a wrapper script may add its own --server after the user's)."""
+    env = dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_DATA_HOME=str(tmp_path / "data"))
+    r = subprocess.run([TOKENBRIDGE, "info", "--json", "--server", "https://first.example", "--server",
+                        "https://second.example", "--facet-id", "x"], capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["server"] == "https://second.example"

@@ -1,12 +1,12 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import TokenBridge
 
-enum Device {
-  static let spec = CommandSpec(
-    group: "device",
+struct Device: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "device",
     abstract: "This device's information at the servers: change its name or push token, check it, sync it.",
-    subcommands: [DeviceChange.spec, DeviceCheck.spec, DeviceSync.spec])
+    subcommands: [DeviceChange.self, DeviceCheck.self, DeviceSync.self])
 }
 
 /// One error, as `--json` lists it.
@@ -25,28 +25,17 @@ struct ErrorEntry: Encodable {
   }
 }
 
-struct DeviceChange: CLICommand {
-  enum Arg {
-    static let name = ArgumentSpec.option(
-      "name", help: "The new device name (unique among the user's devices at each server).")
-    static let pushToken = ArgumentSpec.option("push-token", help: "The new push token (FCM registration token).")
-    static let disablePush = ArgumentSpec.flag("disable-push", help: "Remove the push token (no push notifications).")
-  }
-  static let spec = CommandSpec(
-    name: "change",
-    abstract: "Set the device name and/or push token (FCM registration token) at every server, then here.",
-    arguments: GlobalOptions.arguments + [Arg.name, Arg.pushToken, Arg.disablePush], run: invoke)
-  var options: GlobalOptions
+struct DeviceChange: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "change",
+    abstract: "Set the device name and/or push token (FCM registration token) at every server, then here.")
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "The new device name (unique among the user's devices at each server).")
   var name: String?
+  @Option(help: "The new push token (FCM registration token).")
   var pushToken: String?
+  @Flag(help: "Remove the push token (no push notifications).")
   var disablePush = false
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    name = p.string(Arg.name)
-    pushToken = p.string(Arg.pushToken)
-    disablePush = p.flag(Arg.disablePush)
-  }
 
   func validate() throws {
     guard name != nil || pushToken != nil || disablePush else {
@@ -110,20 +99,13 @@ func mismatchJSON(_ m: DeviceInformationMismatch) -> [String: String] {
   return f
 }
 
-struct DeviceCheck: CLICommand {
-  static let serverArg = ArgumentSpec.option(
-    "server", help: "Also check this server (default: every server this device has accounts at).")
-  static let spec = CommandSpec(
-    name: "check",
-    abstract: "Compare this device's registrations and dispatch targets with each server's (nothing is changed).",
-    arguments: GlobalOptions.arguments + [serverArg], run: invoke)
-  var options: GlobalOptions
+struct DeviceCheck: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "check",
+    abstract: "Compare this device's registrations and dispatch targets with each server's (nothing is changed).")
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "Also check this server (default: every server this device has accounts at).")
   var server: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    server = p.string(Self.serverArg)
-  }
 
   struct Output: Encodable {
     var servers: [String]
@@ -160,20 +142,13 @@ struct DeviceCheck: CLICommand {
   }
 }
 
-struct DeviceSync: CLICommand {
-  static let serverArg = ArgumentSpec.option(
-    "server", help: "Also sync with this server (default: every server this device has accounts at).")
-  static let spec = CommandSpec(
-    name: "sync",
-    abstract: "Fix the mismatches device check finds, best-effort; lists what it deletes on which side and asks first.",
-    arguments: GlobalOptions.arguments + [serverArg], run: invoke)
-  var options: GlobalOptions
+struct DeviceSync: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "sync",
+    abstract: "Fix the mismatches device check finds, best-effort; lists what it deletes on which side and asks first.")
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "Also sync with this server (default: every server this device has accounts at).")
   var server: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    server = p.string(Self.serverArg)
-  }
 
   struct Step: Encodable {
     var server: String

@@ -1,15 +1,13 @@
-import CommandLineCore
+import ArgumentParser
 import TokenBridge
 
-struct DoctorCommand: CLICommand {
-  static let jsonArg = ArgumentSpec.flag("json", help: "Machine-readable output.")
-  static let spec = CommandSpec(
-    name: "doctor",
+struct DoctorCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "doctor",
     abstract: "Check pcscd, readers, card access, FIDO key access, udev rules, the enrollment unit, libfido2, "
-      + "the configuration and the data directory; each problem with its fix. Exit 0 only when all pass.",
-    arguments: [jsonArg], run: invoke)
+      + "the configuration and the data directory; each problem with its fix. Exit 0 only when all pass.")
+  @Flag(help: "Machine-readable output.")
   var json = false
-  init(_ p: Parsed) { json = p.flag(Self.jsonArg) }
 
   func run() throws {
     let checks = Doctor().run()

@@ -1,31 +1,21 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import TokenBridge
 
-struct Enroll: CLICommand {
-  enum Arg {
-    static let device = ArgumentSpec.option(
-      "device", help: "The udev device (%k): hidrawN, or a USB interface such as 1-1:1.1.")
-    static let reset = ArgumentSpec.option(
-      "reset", help: "Forget what was decided for this token (the key printed by enroll, e.g. usb-1209-0001-20000001).")
-  }
-  static let spec = CommandSpec(
-    name: "enroll",
+struct Enroll: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "enroll",
     abstract: "Enroll the token behind a udev device (run by tokenbridge-enroll@.service when one is plugged in).",
     discussion: """
       Reads "enroll" in the configuration ({"server": …, "username": …, "onInsert": "ask|auto|off", \
       "prefer": "fido2|piv"}); without it, does nothing. One run per physical token (a lock per USB device); \
       what was decided is remembered, so a replug asks nothing: --reset KEY forgets it.
-      """, arguments: GlobalOptions.arguments + [Arg.device, Arg.reset], run: invoke)
-  var options: GlobalOptions
+      """)
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "The udev device (%k): hidrawN, or a USB interface such as 1-1:1.1.")
   var device: String?
+  @Option(help: "Forget what was decided for this token (the key printed by enroll, e.g. usb-1209-0001-20000001).")
   var reset: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    device = p.string(Arg.device)
-    reset = p.string(Arg.reset)
-  }
 
   func validate() throws {
     guard (device == nil) != (reset == nil) else { throw ValidationError("give --device NAME or --reset KEY") }

@@ -1,12 +1,12 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import TokenBridge
 
-enum FIDO2Command {
-  static let spec = CommandSpec(
-    group: "fido2",
+struct FIDO2Command: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "fido2",
     abstract: "FIDO2 key maintenance: what the key supports, its discoverable credentials, reset.",
-    subcommands: [FIDO2InfoCommand.spec, FIDO2Credentials.spec, FIDO2Reset.spec])
+    subcommands: [FIDO2InfoCommand.self, FIDO2Credentials.self, FIDO2Reset.self])
 }
 
 extension GlobalOptions {
@@ -16,14 +16,12 @@ extension GlobalOptions {
   }
 }
 
-struct FIDO2InfoCommand: CLICommand {
-  static let spec = CommandSpec(
-    name: "info",
+struct FIDO2InfoCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "info",
     abstract: "Versions, extensions, options, PIN/UV tries, minimum PIN length, room for discoverable credentials.",
-    discussion: "Reads getInfo and the tries left (spends no try); what `fido2-token -I` shows.",
-    arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+    discussion: "Reads getInfo and the tries left (spends no try); what `fido2-token -I` shows.")
+  @OptionGroup var options: GlobalOptions
 
   func run() throws {
     try options.execute {
@@ -56,21 +54,19 @@ struct FIDO2InfoCommand: CLICommand {
   }
 }
 
-enum FIDO2Credentials {
-  static let spec = CommandSpec(
-    group: "credentials",
+struct FIDO2Credentials: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "credentials",
     abstract: "List the discoverable (resident) credentials on the key (needs the PIN).",
     discussion: "With --pin-fd N: the PIN on descriptor N.",
-    subcommands: [FIDO2CredentialsList.spec, FIDO2CredentialsDelete.spec],
-    defaultSubcommand: FIDO2CredentialsList.spec.name)
+    subcommands: [FIDO2CredentialsList.self, FIDO2CredentialsDelete.self],
+    defaultSubcommand: FIDO2CredentialsList.self)
 }
 
-struct FIDO2CredentialsList: CLICommand {
-  static let spec = CommandSpec(
-    name: "list", abstract: "List the discoverable credentials: RP, user, credential id, made by TokenBridge.",
-    arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+struct FIDO2CredentialsList: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "list", abstract: "List the discoverable credentials: RP, user, credential id, made by TokenBridge.")
+  @OptionGroup var options: GlobalOptions
 
   func run() throws {
     try options.execute {
@@ -89,21 +85,14 @@ struct FIDO2CredentialsList: CLICommand {
   }
 }
 
-struct FIDO2CredentialsDelete: CLICommand {
-  static let idArg = ArgumentSpec.positional(
-    "id", help: "The credential id (as `fido2 credentials` lists it: base64url, or hex).")
-  static let spec = CommandSpec(
-    name: "delete",
+struct FIDO2CredentialsDelete: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "delete",
     abstract: "Delete one discoverable credential (after typing its RP id to confirm).",
-    discussion: "With --pin-fd N: the PIN, then the confirmation (the RP id), one per line, on descriptor N.",
-    arguments: GlobalOptions.arguments + [idArg], run: invoke)
-  var options: GlobalOptions
+    discussion: "With --pin-fd N: the PIN, then the confirmation (the RP id), one per line, on descriptor N.")
+  @OptionGroup var options: GlobalOptions
+  @Argument(help: "The credential id (as `fido2 credentials` lists it: base64url, or hex).")
   var id: String
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    id = p.string(Self.idArg)!
-  }
 
   func run() throws {
     try options.execute {
@@ -131,9 +120,9 @@ struct FIDO2CredentialsDelete: CLICommand {
   }
 }
 
-struct FIDO2Reset: CLICommand {
-  static let spec = CommandSpec(
-    name: "reset",
+struct FIDO2Reset: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "reset",
     abstract: "Reset a FIDO2 key (the only way back from a blocked PIN): erases every credential on it.",
     discussion: """
       Names the key and lists what the reset destroys (the UAF registrations in local data that depend on it), \
@@ -141,9 +130,8 @@ struct FIDO2Reset: CLICommand {
       within a few seconds of being plugged in, and wants a touch. The key that comes back is checked to be the \
       same one. Afterwards its registrations are deregistered at their servers and removed from local data. \
       With --pin-fd N the confirmation (the key id) is read from descriptor N.
-      """, arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+      """)
+  @OptionGroup var options: GlobalOptions
 
   func run() throws {
     try options.execute {

@@ -1,60 +1,43 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import Glibc
 import TokenBridge
 
-enum Key {
-  static let spec = CommandSpec(
-    group: "key",
-    abstract: "PIV keys: generate, public key, sign.", subcommands: [KeyGenerate.spec, KeyPublic.spec, KeySign.spec])
+struct Key: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "key",
+    abstract: "PIV keys: generate, public key, sign.", subcommands: [KeyGenerate.self, KeyPublic.self, KeySign.self])
 }
 
-struct SlotArgument {
-  static let arguments = [
-    ArgumentSpec.option("slot", required: true, help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.")
-  ]
-  var slot: PIVSlot
-
-  init(_ p: Parsed) throws {
-    slot = try p.value(Self.arguments[0]) { s in
+/// `--slot`: a refused value is a usage error naming it ("The value 'zz' is invalid for '--slot <slot>': …").
+struct SlotArgument: ParsableArguments {
+  @Option(
+    help: "Key slot: 9a, 9c, 9d, 9e or a retired slot 82-95.",
+    transform: { s in
       guard let slot = PIVSlot(string: s) else {
         throw ValidationError("'\(displayable(s))' is not a PIV key slot (9a, 9c, 9d, 9e, 82-95)")
       }
       return slot
-    }!
-  }
+    })
+  var slot: PIVSlot
 }
 
-struct KeyGenerate: CLICommand {
-  enum Arg {
-    static let managementKeyFd = ArgumentSpec.option(
-      "management-key-fd", .int32, help: "Read the management key (hex) from this file descriptor.")
-    static let pinProtectedManagementKey = ArgumentSpec.flag(
-      "pin-protected-management-key", help: "Use the PIN-protected management key stored on the card.")
-    static let force = ArgumentSpec.flag("force", help: "Overwrite a key already in the slot without asking.")
-  }
-  static let spec = CommandSpec(
-    name: "generate",
+struct KeyGenerate: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "generate",
     abstract: "Generate a P-256 key in a slot; prints the public key (PEM).",
     discussion: """
       Needs the management key: the default one, one read as hex from --management-key-fd, or the \
       PIN-protected one that yubikey-manager stores on the card (--pin-protected-management-key; asks the PIN).
-      """,
-    arguments: GlobalOptions.arguments + SlotArgument.arguments
-      + [Arg.managementKeyFd, Arg.pinProtectedManagementKey, Arg.force], run: invoke)
-  var options: GlobalOptions
-  var slot: SlotArgument
+      """)
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
+  @Option(help: "Read the management key (hex) from this file descriptor.")
   var managementKeyFd: Int32?
+  @Flag(help: "Use the PIN-protected management key stored on the card.")
   var pinProtectedManagementKey = false
+  @Flag(help: "Overwrite a key already in the slot without asking.")
   var force = false
-
-  init(_ p: Parsed) throws {
-    slot = try SlotArgument(p)  // a bad slot is a usage error before the options' checks (as a transform was)
-    options = try GlobalOptions(p)
-    managementKeyFd = p.int32(Arg.managementKeyFd)
-    pinProtectedManagementKey = p.flag(Arg.pinProtectedManagementKey)
-    force = p.flag(Arg.force)
-  }
 
   func validate() throws {
     if managementKeyFd != nil && pinProtectedManagementKey {
@@ -95,17 +78,11 @@ struct KeyGenerate: CLICommand {
   }
 }
 
-struct KeyPublic: CLICommand {
-  static let spec = CommandSpec(
-    name: "public", abstract: "Print the public key of a slot (PEM).",
-    arguments: GlobalOptions.arguments + SlotArgument.arguments, run: invoke)
-  var options: GlobalOptions
-  var slot: SlotArgument
-
-  init(_ p: Parsed) throws {
-    slot = try SlotArgument(p)  // a bad slot is a usage error before the options' checks (as a transform was)
-    options = try GlobalOptions(p)
-  }
+struct KeyPublic: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "public", abstract: "Print the public key of a slot (PEM).")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
 
   func run() throws {
     try options.execute {
@@ -116,26 +93,16 @@ struct KeyPublic: CLICommand {
   }
 }
 
-struct KeySign: CLICommand {
-  enum Arg {
-    static let input = ArgumentSpec.option("input", help: "File to sign (default: stdin).")
-    static let output = ArgumentSpec.option("output", help: "Write the DER signature here (default: hex on stdout).")
-  }
-  static let spec = CommandSpec(
-    name: "sign",
-    abstract: "Sign SHA-256 of a file (or stdin) with the key in a slot; writes a DER ECDSA signature.",
-    arguments: GlobalOptions.arguments + SlotArgument.arguments + [Arg.input, Arg.output], run: invoke)
-  var options: GlobalOptions
-  var slot: SlotArgument
+struct KeySign: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "sign",
+    abstract: "Sign SHA-256 of a file (or stdin) with the key in a slot; writes a DER ECDSA signature.")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var slot: SlotArgument
+  @Option(help: "File to sign (default: stdin).")
   var input: String?
+  @Option(help: "Write the DER signature here (default: hex on stdout).")
   var output: String?
-
-  init(_ p: Parsed) throws {
-    slot = try SlotArgument(p)  // a bad slot is a usage error before the options' checks (as a transform was)
-    options = try GlobalOptions(p)
-    input = p.string(Arg.input)
-    output = p.string(Arg.output)
-  }
 
   func run() throws {
     try options.execute {

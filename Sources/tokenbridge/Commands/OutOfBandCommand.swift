@@ -1,22 +1,11 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import Glibc
 import TokenBridge
 
-struct OutOfBand: CLICommand {
-  enum Arg {
-    static let qrText = ArgumentSpec.option("qr-text", help: "The QR code's text (base64url JSON).")
-    static let qrImage = ArgumentSpec.option(
-      "qr-image", help: "A PNG or JPEG image holding the QR code (a screenshot or a photo).")
-    static let push = ArgumentSpec.option("push", help: "A push notification's JSON: a file, or - for stdin.")
-    static let link = ArgumentSpec.positional(
-      "link", required: false,
-      help: "A link (https://…?dispatchTokenResponse=…) or an x-callback-url (tokenbridge://x-callback-url/…).")
-    static let decodeOnly = ArgumentSpec.flag("decode-only", help: "Print the decoded payload and do nothing.")
-    static let noOpen = ArgumentSpec.flag("no-open", help: "Print the x-callback target instead of opening it.")
-  }
-  static let spec = CommandSpec(
-    name: "oob",
+struct OutOfBand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "oob",
     abstract: "Run the operation of a QR code, a link, an x-callback-url or a push notification (out-of-band).",
     discussion: """
       The payload names a server and an operation (registration, authentication, deregistration); tokenbridge \
@@ -24,26 +13,21 @@ struct OutOfBand: CLICommand {
       the operation an x-callback-url's target is opened (xdg-open) only when it is on callbackAllowList in the \
       configuration; --no-open prints it instead. --qr-image reads the QR code from a PNG or JPEG file. Encrypted \
       payloads (application/jose) are decrypted with this device's key (for the dispatch targets it created).
-      """,
-    arguments: GlobalOptions.arguments + [Arg.qrText, Arg.qrImage, Arg.push, Arg.link, Arg.decodeOnly, Arg.noOpen],
-    run: invoke)
-  var options: GlobalOptions
+      """)
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "The QR code's text (base64url JSON).")
   var qrText: String?
+  @Option(help: "A PNG or JPEG image holding the QR code (a screenshot or a photo).")
   var qrImage: String?
+  @Option(help: "A push notification's JSON: a file, or - for stdin.")
   var push: String?
+  @Argument(
+    help: "A link (https://…?dispatchTokenResponse=…) or an x-callback-url (tokenbridge://x-callback-url/…).")
   var link: String?
+  @Flag(help: "Print the decoded payload and do nothing.")
   var decodeOnly = false
+  @Flag(help: "Print the x-callback target instead of opening it.")
   var noOpen = false
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    qrText = p.string(Arg.qrText)
-    qrImage = p.string(Arg.qrImage)
-    push = p.string(Arg.push)
-    link = p.string(Arg.link)
-    decodeOnly = p.flag(Arg.decodeOnly)
-    noOpen = p.flag(Arg.noOpen)
-  }
 
   func validate() throws {
     guard [qrText != nil, qrImage != nil, push != nil, link != nil].filter({ $0 }).count == 1 else {

@@ -1,33 +1,22 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import TokenBridge
 
-struct Pending: CLICommand {
-  enum Arg {
-    static let server = ArgumentSpec.option(
-      "server", help: "Also ask this server (default: every server this device has accounts at).")
-    static let run = ArgumentSpec.option("run", help: "Run the pending operation with this id.")
-    static let noOpen = ArgumentSpec.flag(
-      "no-open", help: "Print the x-callback target instead of opening it (as oob --no-open).")
-  }
-  static let spec = CommandSpec(
-    name: "pending",
+struct Pending: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "pending",
     abstract: "List the out-of-band operations waiting for this device (neither processed nor timed out); run one.",
     discussion: """
       The servers are asked with a signed request (Device-Signature). On a terminal you pick one to run; --run=ID \
       runs that one (with "=": an id may start with "-"). It runs as tokenbridge oob would run its QR code: shown and confirmed first (--yes).
-      """, arguments: GlobalOptions.arguments + [Arg.server, Arg.run, Arg.noOpen], run: invoke)
-  var options: GlobalOptions
+      """)
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "Also ask this server (default: every server this device has accounts at).")
   var server: String?
+  @Option(name: .customLong("run"), help: "Run the pending operation with this id.")
   var runID: String?
+  @Flag(help: "Print the x-callback target instead of opening it (as oob --no-open).")
   var noOpen = false
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    server = p.string(Arg.server)
-    runID = p.string(Arg.run)
-    noOpen = p.flag(Arg.noOpen)
-  }
 
   struct Entry: Encodable {
     var id, server: String
@@ -94,7 +83,7 @@ struct Pending: CLICommand {
 
   /// Runs the operation's payload exactly as `tokenbridge oob --qr-text` runs a scanned QR code.
   func runOperation(_ op: PendingOutOfBandOperation) throws {
-    var args = ["--qr-text", op.qrText]
+    var args = ["--qr-text=" + op.qrText]  // "=": a value that starts with "-" stays a value
     if let t = options.token { args += ["--token", t] }
     if options.json { args.append("--json") }
     if options.trace { args.append("--trace") }
@@ -103,6 +92,7 @@ struct Pending: CLICommand {
     args += ["--timeout", String(options.timeout)]
     if let p = options.prompt { args += ["--prompt", p] }
     if noOpen { args.append("--no-open") }
-    try OutOfBand.parse(args).run()
+    let oob = try OutOfBand.parse(args)
+    try oob.run()
   }
 }

@@ -1,23 +1,22 @@
-import CommandLineCore
+import ArgumentParser
 import TokenBridge
 
-enum Pin {
-  static let spec = CommandSpec(
-    group: "pin",
+struct Pin: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "pin",
     abstract: "PIN status, change and unblock.",
-    subcommands: [PinStatusCommand.spec, PinSet.spec, PinChangeCommand.spec, PinUnblock.spec])
+    subcommands: [PinStatusCommand.self, PinSet.self, PinChangeCommand.self, PinUnblock.self])
 }
 
-enum Puk {
-  static let spec = CommandSpec(group: "puk", abstract: "PUK change.", subcommands: [PukChange.spec])
+struct Puk: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "puk", abstract: "PUK change.", subcommands: [PukChange.self])
 }
 
-struct PinStatusCommand: CLICommand {
-  static let spec = CommandSpec(
-    name: "status", abstract: "Show PIN and PUK tries left (spends no try).", arguments: GlobalOptions.arguments,
-    run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+struct PinStatusCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "status", abstract: "Show PIN and PUK tries left (spends no try).")
+  @OptionGroup var options: GlobalOptions
 
   struct Report: Encodable {
     var token: String
@@ -63,45 +62,38 @@ func runPinOperation(_ operation: PinOperation, _ options: GlobalOptions) throws
   }
 }
 
-struct PinSet: CLICommand {
-  static let spec = CommandSpec(
-    name: "set",
+struct PinSet: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "set",
     abstract: "Set the first PIN of a FIDO2 key (new PIN and confirmation).",
-    discussion: "With --pin-fd N: the new PIN on descriptor N.", arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+    discussion: "With --pin-fd N: the new PIN on descriptor N.")
+  @OptionGroup var options: GlobalOptions
   func run() throws { try runPinOperation(.setPIN, options) }
 }
 
-struct PinChangeCommand: CLICommand {
-  static let spec = CommandSpec(
-    name: "change",
+struct PinChangeCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "change",
     abstract: "Change the PIN: current PIN, new PIN, confirmation.",
-    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.",
-    arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+    discussion: "With --pin-fd N: the current PIN and the new PIN, one per line, on descriptor N.")
+  @OptionGroup var options: GlobalOptions
   func run() throws { try runPinOperation(.changePIN, options) }
 }
 
-struct PinUnblock: CLICommand {
-  static let spec = CommandSpec(
-    name: "unblock",
+struct PinUnblock: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "unblock",
     abstract: "Unblock the PIN with the PUK and set a new PIN.",
-    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.",
-    arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+    discussion: "With --pin-fd N: the PUK and the new PIN, one per line, on descriptor N.")
+  @OptionGroup var options: GlobalOptions
   func run() throws { try runPinOperation(.unblockPIN, options) }
 }
 
-struct PukChange: CLICommand {
-  static let spec = CommandSpec(
-    name: "change",
+struct PukChange: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "change",
     abstract: "Change the PUK: current PUK, new PUK, confirmation.",
-    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.",
-    arguments: GlobalOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+    discussion: "With --pin-fd N: the current PUK and the new PUK, one per line, on descriptor N.")
+  @OptionGroup var options: GlobalOptions
   func run() throws { try runPinOperation(.changePUK, options) }
 }

@@ -1,15 +1,13 @@
-import CommandLineCore
+import ArgumentParser
 import TokenBridge
 
-struct Tokens: CLICommand {
-  static let spec = CommandSpec(
-    name: "tokens",
+struct Tokens: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "tokens",
     abstract: "List tokens: id, kind, reader, capabilities, PIN and PUK tries (reading them spends no try).",
-    discussion: "With --token ID, only that token (exit 4 when it is not there).",
-    arguments: GlobalOptions.arguments, run: invoke)
+    discussion: "With --token ID, only that token (exit 4 when it is not there).")
 
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+  @OptionGroup var options: GlobalOptions
 
   func run() throws {
     try options.execute {

@@ -1,25 +1,13 @@
-import CommandLineCore
+import ArgumentParser
 import FoundationEssentials
 import TokenBridge
 
 /// Options of commands that talk to a server.
-struct ServerOptions {
-  enum Arg {
-    static let server = ArgumentSpec.option(
-      "server",
-      help: "Server base URL (https://…; http:// only on loopback). Default: \"server\" in the configuration.")
-    static let facetId = ArgumentSpec.option(
-      "facet-id", help: "This client's facet ID. Default: the configuration's facetID, else the server's origin.")
-  }
-  static let arguments = [Arg.server, Arg.facetId]
-
+struct ServerOptions: ParsableArguments {
+  @Option(help: "Server base URL (https://…; http:// only on loopback). Default: \"server\" in the configuration.")
   var server: String?
+  @Option(help: "This client's facet ID. Default: the configuration's facetID, else the server's origin.")
   var facetId: String?
-
-  init(_ p: Parsed) {
-    server = p.string(Arg.server)
-    facetId = p.string(Arg.facetId)
-  }
 }
 
 /// The library's UAF environment with this command's prompts wired in.
@@ -101,21 +89,14 @@ struct TerminalAuthenticatorSelector: AuthenticatorSelector {
   }
 }
 
-struct Register: CLICommand {
-  static let usernameArg = ArgumentSpec.option("username", required: true, help: "The username at the server.")
-  static let spec = CommandSpec(
-    name: "register",
-    abstract: "Register a token for a user at the server (a new key on the token; asks the PIN).",
-    arguments: GlobalOptions.arguments + ServerOptions.arguments + [usernameArg], run: invoke)
-  var options: GlobalOptions
-  var serverOptions: ServerOptions
+struct Register: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "register",
+    abstract: "Register a token for a user at the server (a new key on the token; asks the PIN).")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var serverOptions: ServerOptions
+  @Option(help: "The username at the server.")
   var username: String
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    serverOptions = ServerOptions(p)
-    username = p.string(Self.usernameArg)!
-  }
 
   func run() throws {
     try options.execute {
@@ -130,29 +111,16 @@ struct Register: CLICommand {
   }
 }
 
-struct Authenticate: CLICommand {
-  enum Arg {
-    static let username = ArgumentSpec.option(
-      "username", help: "The username (omit for username-less sign-in: choose among the registered accounts).")
-    static let transaction = ArgumentSpec.option(
-      "transaction",
-      help: "Ask the server for a transaction confirmation with this text (reference server / conformance).")
-  }
-  static let spec = CommandSpec(
-    name: "authenticate",
-    abstract: "Sign in at the server with a registered token (asks the PIN; shows the transaction to confirm).",
-    arguments: GlobalOptions.arguments + ServerOptions.arguments + [Arg.username, Arg.transaction], run: invoke)
-  var options: GlobalOptions
-  var serverOptions: ServerOptions
+struct Authenticate: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "authenticate",
+    abstract: "Sign in at the server with a registered token (asks the PIN; shows the transaction to confirm).")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var serverOptions: ServerOptions
+  @Option(help: "The username (omit for username-less sign-in: choose among the registered accounts).")
   var username: String?
+  @Option(help: "Ask the server for a transaction confirmation with this text (reference server / conformance).")
   var transaction: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    serverOptions = ServerOptions(p)
-    username = p.string(Arg.username)
-    transaction = p.string(Arg.transaction)
-  }
 
   func run() throws {
     try options.execute {
@@ -189,26 +157,16 @@ struct Authenticate: CLICommand {
   }
 }
 
-struct Deregister: CLICommand {
-  enum Arg {
-    static let username = ArgumentSpec.option("username", required: true, help: "The username.")
-    static let keyId = ArgumentSpec.option("key-id", help: "Only this KeyID (default: all of the user's).")
-  }
-  static let spec = CommandSpec(
-    name: "deregister",
-    abstract: "Deregister a user's registrations at the server and destroy their keys on the token.",
-    arguments: GlobalOptions.arguments + ServerOptions.arguments + [Arg.username, Arg.keyId], run: invoke)
-  var options: GlobalOptions
-  var serverOptions: ServerOptions
+struct Deregister: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "deregister",
+    abstract: "Deregister a user's registrations at the server and destroy their keys on the token.")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var serverOptions: ServerOptions
+  @Option(help: "The username.")
   var username: String
+  @Option(help: "Only this KeyID (default: all of the user's).")
   var keyId: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    serverOptions = ServerOptions(p)
-    username = p.string(Arg.username)!
-    keyId = p.string(Arg.keyId)
-  }
 
   func run() throws {
     try options.execute {
@@ -226,12 +184,10 @@ struct Deregister: CLICommand {
   }
 }
 
-struct Accounts: CLICommand {
-  static let spec = CommandSpec(
-    name: "accounts", abstract: "List the accounts registered on this machine.", arguments: GlobalOptions.arguments,
-    run: invoke)
-  var options: GlobalOptions
-  init(_ p: Parsed) throws { options = try GlobalOptions(p) }
+struct Accounts: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "accounts", abstract: "List the accounts registered on this machine.")
+  @OptionGroup var options: GlobalOptions
   func run() throws {
     try options.execute {
       let accounts = try UAFContext(options).env.localData.accounts()
@@ -245,18 +201,12 @@ struct Accounts: CLICommand {
   }
 }
 
-struct Authenticators: CLICommand {
-  static let allArg = ArgumentSpec.flag("all", help: "Also show pending and abandoned slots.")
-  static let spec = CommandSpec(
-    name: "authenticators", abstract: "List the registrations (keys on tokens) kept locally.",
-    arguments: GlobalOptions.arguments + [allArg], run: invoke)
-  var options: GlobalOptions
+struct Authenticators: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "authenticators", abstract: "List the registrations (keys on tokens) kept locally.")
+  @OptionGroup var options: GlobalOptions
+  @Flag(help: "Also show pending and abandoned slots.")
   var all = false
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    all = p.flag(Self.allArg)
-  }
 
   struct Row: Encodable {
     var keyID, aaid, username, server, token, slot, state: String
@@ -284,44 +234,32 @@ struct Authenticators: CLICommand {
   }
 }
 
-enum Local {
-  static let spec = CommandSpec(
-    group: "local", abstract: "Local data only (the server is not told).", subcommands: [LocalDelete.spec])
+struct Local: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "local", abstract: "Local data only (the server is not told).", subcommands: [LocalDelete.self])
 }
 
-struct LocalDelete: CLICommand {
-  static let keyIDArg = ArgumentSpec.positional("key-id", help: "KeyID to forget.")
-  static let spec = CommandSpec(
-    name: "delete",
-    abstract: "Forget a registration locally (the server keeps it; its token slot is reused later).",
-    arguments: GlobalOptions.arguments + [keyIDArg], run: invoke)
-  var options: GlobalOptions
-  var keyID: String
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    keyID = p.string(Self.keyIDArg)!
-  }
+struct LocalDelete: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "delete",
+    abstract: "Forget a registration locally (the server keeps it; its token slot is reused later).")
+  @OptionGroup var options: GlobalOptions
+  @Argument(help: "KeyID to forget.")
+  var keyId: String
 
   func run() throws {
     try options.execute {
-      try UAFContext(options).env.localData.delete(keyID)
-      print("Forgotten locally: \(displayable(keyID))")
+      try UAFContext(options).env.localData.delete(keyId)
+      print("Forgotten locally: \(displayable(keyId))")
     }
   }
 }
 
-struct Info: CLICommand {
-  static let spec = CommandSpec(
-    name: "info", abstract: "Version, facet ID, AAIDs and where data lives.",
-    arguments: GlobalOptions.arguments + ServerOptions.arguments, run: invoke)
-  var options: GlobalOptions
-  var serverOptions: ServerOptions
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    serverOptions = ServerOptions(p)
-  }
+struct Info: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "info", abstract: "Version, facet ID, AAIDs and where data lives.")
+  @OptionGroup var options: GlobalOptions
+  @OptionGroup var serverOptions: ServerOptions
 
   func run() throws {
     try options.execute {
@@ -346,35 +284,25 @@ struct Info: CLICommand {
   }
 }
 
-enum UAF {
-  static let spec = CommandSpec(
-    group: "uaf", abstract: "The FIDO UAF client API for other programs.", subcommands: [UAFProcess.spec])
+struct UAF: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "uaf", abstract: "The FIDO UAF client API for other programs.", subcommands: [UAFProcess.self])
 }
 
-struct UAFProcess: CLICommand {
-  enum Arg {
-    static let facetId = ArgumentSpec.option(
-      "facet-id", help: "This client's facet ID (required unless set in the configuration).")
-    static let channelBinding = ArgumentSpec.option(
-      "channel-binding", help: "Channel binding as JSON (ChannelBinding dictionary).")
-  }
-  static let spec = CommandSpec(
-    name: "process",
+struct UAFProcess: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "process",
     abstract: "processUAFOperation: a UAF request message on stdin, the response message on stdout.",
     discussion: """
       stdin: {"uafProtocolMessage": "<request array as a string>"} or the bare request array. stdout: \
       {"uafProtocolMessage": "<response array>"} (deregistration: an empty message). Prompts go to the \
       controlling terminal (/dev/tty) since stdin carries the request; --pin-fd for scripts.
-      """, arguments: GlobalOptions.arguments + [Arg.facetId, Arg.channelBinding], run: invoke)
-  var options: GlobalOptions
+      """)
+  @OptionGroup var options: GlobalOptions
+  @Option(help: "This client's facet ID (required unless set in the configuration).")
   var facetId: String?
+  @Option(help: "Channel binding as JSON (ChannelBinding dictionary).")
   var channelBinding: String?
-
-  init(_ p: Parsed) throws {
-    options = try GlobalOptions(p)
-    facetId = p.string(Arg.facetId)
-    channelBinding = p.string(Arg.channelBinding)
-  }
 
   func run() throws {
     try options.execute {

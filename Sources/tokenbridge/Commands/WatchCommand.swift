@@ -1,4 +1,4 @@
-import CommandLineCore
+import ArgumentParser
 import Dispatch
 import FoundationEssentials
 import TokenBridge
@@ -8,20 +8,19 @@ import TokenBridge
 #endif
 
 /// `tokenbridge watch`: one line (or one JSON object) per token event until Ctrl-C or SIGTERM (exit 0).
-struct WatchCommand: CLICommand {
-  static let jsonArg = ArgumentSpec.flag("json", help: "One JSON object per line.")
-  static let spec = CommandSpec(
-    name: "watch",
+struct WatchCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "watch",
     abstract: "Follow tokens arriving and leaving: PC/SC readers and cards, USB hotplug, FIDO2 keys.",
     discussion: """
       Prints the tokens present, then one line per event (present, added, removed, changed, unusable, \
       reader-added, reader-removed, pcscd-unavailable, pcscd-back) with the token id `tokens` prints; the \
       interfaces of one USB device (CCID + FIDO HID) are one token. Survives a pcscd restart. Ends with exit 0 \
       on Ctrl-C or SIGTERM.
-      """, arguments: [jsonArg], run: invoke)
+      """)
 
+  @Flag(help: "One JSON object per line.")
   var json = false
-  init(_ p: Parsed) { json = p.flag(Self.jsonArg) }
 
   func run() throws {
     let watch = TokenWatch()
