@@ -32,4 +32,3 @@ public typealias Environment = TokenDevices.Environment
 public typealias Subprocess = TokenDevices.Subprocess
 public typealias Hex = TokenDevices.Hex
 public typealias Trim = TokenDevices.Trim
-public typealias JSONText = TokenDevices.JSONText

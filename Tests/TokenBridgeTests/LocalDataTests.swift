@@ -95,35 +95,3 @@ import Testing
     #expect((try? BackendClient(server: "https://fido.example/base"))?.origin == "https://fido.example")
   }
 }
-
-/// `Account.json` writes what JSONEncoder wrote for the `accounts --json` listing, byte for byte.
-@Suite struct AccountListingJSONTests {
-  static func encoder(_ accounts: [Account]) throws -> String {
-    let enc = JSONEncoder()
-    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    return String(decoding: try enc.encode(accounts), as: UTF8.self)
-  }
-
-  @Test(arguments: [
-    [],
-    [Account(username: "alice", server: "https://rp.example")],
-    [
-      Account(username: "alice", server: "https://rp.example/a/b?c=d"),
-      Account(username: "bob", server: "http://127.0.0.1:8080"),
-    ],
-    [
-      Account(
-        username: #"quote " backslash \ slash / tab \#t nl \#n cr \#r"#, server: "\u{08}\u{0C}\u{00}\u{01}\u{1F}"),
-      Account(username: "é ü 漢字 🙂 \u{7F} \u{2028} \u{2029} \u{FEFF}", server: ""),
-      Account(username: "</script>", server: "\u{10FFFF}"),
-    ],
-  ])
-  func sameBytesAsJSONEncoder(_ accounts: [Account]) throws {
-    #expect(Account.json(accounts) == (try Self.encoder(accounts)))
-  }
-
-  @Test func sameBytesForManyAccounts() throws {
-    let accounts = (0..<2000).map { Account(username: "user\($0)", server: "https://rp\($0 % 7).example") }
-    #expect(Account.json(accounts) == (try Self.encoder(accounts)))
-  }
-}

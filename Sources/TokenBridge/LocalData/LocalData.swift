@@ -276,23 +276,3 @@ extension DeviceInformation {
     try db.execute("INSERT INTO device (deviceID, name, pushToken) VALUES (?, ?, ?)", deviceID, name, pushToken)
   }
 }
-
-extension Account {
-  /// `accounts` as the CLI's JSON (JSONEncoder with .prettyPrinted, .sortedKeys, .withoutEscapingSlashes), byte for
-  /// byte, written directly: with 10,000 accounts the encoder took a quarter of the command's time (issue 12).
-  public static func json(_ accounts: [Account]) -> String {
-    if accounts.isEmpty { return "[\n\n]" }
-    var out: [UInt8] = []
-    out.reserveCapacity(accounts.count * 80)
-    out.append(contentsOf: "[\n".utf8)
-    for (i, a) in accounts.enumerated() {
-      out.append(contentsOf: "  {\n    \"server\" : ".utf8)
-      JSONText.writeString(a.server, into: &out)
-      out.append(contentsOf: ",\n    \"username\" : ".utf8)
-      JSONText.writeString(a.username, into: &out)
-      out.append(contentsOf: (i == accounts.count - 1 ? "\n  }\n" : "\n  },\n").utf8)
-    }
-    out.append(UInt8(ascii: "]"))
-    return String(decoding: out, as: UTF8.self)
-  }
-}

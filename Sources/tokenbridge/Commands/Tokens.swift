@@ -13,7 +13,7 @@ struct Tokens: ParsableCommand {
     try options.execute {
       let listing = try TokenListing(trace: options.traceSink, wait: options.tokenWait, id: options.token)
       if options.json {
-        print(TokenInfo.json(listing.tokens))
+        print(Render.json(listing.tokens))
         return
       }
       if listing.tokens.isEmpty {

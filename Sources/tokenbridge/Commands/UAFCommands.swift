@@ -192,7 +192,7 @@ struct Accounts: ParsableCommand {
     try options.execute {
       let accounts = try UAFContext(options).env.localData.accounts()
       if options.json {
-        print(Account.json(accounts))  // JSONEncoder's bytes, written directly (issue 12: 10,000 accounts)
+        print(Render.json(accounts))
       } else {
         if accounts.isEmpty { print("No accounts.") }
         for a in accounts { print("\(displayable(a.username))  at \(displayable(a.server))") }

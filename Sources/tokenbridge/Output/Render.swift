@@ -1,4 +1,3 @@
-import FoundationEssentials
 import TokenBridge
 
 /// Human and JSON rendering of results. Text from tokens and servers goes through `displayable`.
@@ -33,23 +32,6 @@ enum Render {
     "\(displayable(token.name)) (\(token.id)): \(s.kind.rawValue) \(tries(s))."
   }
 
-  /// Pretty JSON with sorted keys (the output every `--json` promises). `JSONText` writes what `JSONEncoder`
-  /// would, without its cost (issue 12: 693K of one token's 1.75M instructions); a value it does not handle (a
-  /// `Date`, `Data`, `URL`, `Decimal` or floating-point number inside) goes to `JSONEncoder`. Debug builds (the
-  /// CLI tests run them) write every value both ways and stop at the first difference.
-  static func json<T: Encodable>(_ value: T) -> String {
-    let fast = try? JSONText.encode(value, unsupported: [Data.self, Date.self, URL.self, Decimal.self])
-    #if DEBUG
-      if let fast, fast != foundationJSON(value) {
-        fatalError("JSONText and JSONEncoder differ:\n\(fast)\n---\n\(foundationJSON(value))")
-      }
-    #endif
-    return fast ?? foundationJSON(value)
-  }
-
-  static func foundationJSON<T: Encodable>(_ value: T) -> String {
-    let enc = JSONEncoder()
-    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    return (try? String(decoding: enc.encode(value), as: UTF8.self)) ?? "null"
-  }
+  /// The JSON of `value`, as every `--json` prints it (`JSONOutput`: JSONEncoder, pretty, sorted keys).
+  static func json<T: Encodable>(_ value: T) -> String { JSONOutput.text(value) }
 }
