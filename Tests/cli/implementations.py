@@ -354,3 +354,31 @@ class CanokeyCard:
 def piv_params():
     """For @pytest.mark.parametrize("card", piv_params(), indirect=True)."""
     return PIV_IMPLEMENTATIONS
+
+
+# --- UAF authenticators: every token kind a UAF flow can run on -----------------------------------------------
+
+UAF_TOKENS = [f"piv-{i}" for i in PIV_IMPLEMENTATIONS] + [f"fido2-{i}" for i in FIDO2_IMPLEMENTATIONS]
+UAF_PIN = "123456"  # the PIV default PIN; set as the FIDO2 keys' PIN
+
+
+class UAFToken:
+    """One token a UAF flow runs on: a PIV card (PIN 123456, AAID 7B1D#0001) or a FIDO2 key with PIN 123456 set
+    (AAID 7B1D#0002). `env` is what tokenbridge needs to reach it (a FIDO2 key's socket)."""
+
+    def __init__(self, name, request, tmp_path, cards, monkeypatch):
+        from conftest import make_card, tb
+        self.kind, self.impl = name.split("-", 1)
+        self.env = {}
+        if self.kind == "piv":
+            self.card = make_card(self.impl, request, cards, monkeypatch)
+            self.aaid = "7B1D#0001"
+            return
+        if self.impl != "virtual":
+            request.getfixturevalue("third_party_built")
+        self.aaid = "7B1D#0002"
+        self.key = make_key(self.impl, tmp_path)
+        request.addfinalizer(self.key.stop)
+        self.env = {"TOKENBRIDGE_VIRTUAL_FIDO": self.key.sock}
+        r = tb("pin", "set", env=self.env, pins=[UAF_PIN])
+        assert r.returncode == 0, r.stderr
