@@ -74,10 +74,8 @@ def cards(tmp_path):
         c.stop()
 
 
-@pytest.fixture
-def card(request, cards, monkeypatch):
-    """Our virtual card; a test parametrized with `implementations.piv_params()` (indirect) also runs on CanoKey."""
-    impl = getattr(request, "param", "virtual")
+def make_card(impl, request, cards, monkeypatch):
+    """A factory-new PIV card of `impl` ("virtual" or "canokey") for the running test."""
     if impl == "virtual":
         c = cards()
         c.impl, c.env = "virtual", {}
@@ -88,6 +86,12 @@ def card(request, cards, monkeypatch):
     monkeypatch.setattr(__import__("conftest"), "DEFAULT_READER", c.reader)
     request.addfinalizer(c.stop)
     return c
+
+
+@pytest.fixture
+def card(request, cards, monkeypatch):
+    """Our virtual card; a test parametrized with `implementations.piv_params()` (indirect) also runs on CanoKey."""
+    return make_card(getattr(request, "param", "virtual"), request, cards, monkeypatch)
 
 
 @pytest.fixture(scope="session")

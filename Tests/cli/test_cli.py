@@ -132,6 +132,22 @@ def test_puk_change_and_wrong_puk(card):
     assert piv_tool("-a", "unblock-pin", "-P", "87654321", "-N", "111111").returncode == 0
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
+def test_unblock_with_a_wrong_puk(card):
+    """A blocked PIN and a wrong PUK: the PUK's tries are counted down and said, the PIN stays blocked and nothing
+    else changes; the right PUK then unblocks it (yubico-piv-tool checks the new PIN)."""
+    for _ in range(3):
+        assert piv_tool("-a", "verify-pin", "-P", "000000").returncode != 0
+    assert "PIN: blocked" in tb("pin", "status").stdout
+    r = tb("pin", "unblock", pins=["00000000", "13572468"])
+    assert r.returncode == 6 and "Wrong PUK; 2 tries left" in r.stderr, (r.returncode, r.stderr)
+    status = tb("pin", "status").stdout
+    assert "PIN: blocked" in status and "PUK: 2 tries left" in status, status
+    assert tb("pin", "unblock", pins=["12345678", "13572468"]).returncode == 0
+    assert piv_tool("-a", "verify-pin", "-P", "13572468").returncode == 0
+    assert pin_tries() == 3
+
+
 def test_several_tokens_without_a_terminal_are_listed(cards):
     a, b = cards(0, 5000100), cards(1, 5000101)
     r = tb("pin", "status")
@@ -188,6 +204,7 @@ def test_card_removed_at_the_prompt(card):
     assert finish(child, "removed") == 10
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_wrong_management_key_changes_nothing(card):
     r_fd, w_fd = os.pipe()
     os.write(w_fd, b"11" * 24 + b"\n")
@@ -212,6 +229,7 @@ def test_management_key_from_fd(card):
     assert "BEGIN PUBLIC KEY" in r.stdout
 
 
+@pytest.mark.parametrize("card", piv_params(), indirect=True)
 def test_occupied_slot_needs_force(card):
     first = tb("key", "generate", "--slot", "9c")
     assert first.returncode == 0, first.stderr

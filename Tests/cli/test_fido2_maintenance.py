@@ -128,6 +128,8 @@ def test_info_shows_what_fido2_token_shows(key):
     if key.impl != "virtual":  # what the key itself says, as python-fido2 reads it
         info = key.ctap().info
         assert data["versions"] == info.versions and data["extensions"] == info.extensions
+        # (The session's CanoKey has had a PIN, so it counts 8 before one is set; a never-used one cannot say:
+        # test_info_of_a_never_used_canokey.)
         assert data["pinRetries"] == 8 and data["supportsCredentialManagement"] is True
         assert "PIN: not set" in tb_raw("fido2", "info", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}).stdout
         return
@@ -138,6 +140,33 @@ def test_info_shows_what_fido2_token_shows(key):
     assert data["pinRetries"] == 8
     text = tb_raw("fido2", "info", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}).stdout
     assert "discoverable credentials: yes, room for 25 more" in text and "PIN: not set" in text
+
+
+def test_info_of_a_never_used_canokey(tmp_path, request):
+    """A CanoKey that never had a PIN answers getPINRetries with a negative number (-61: canokey-core stores the
+    counter only when a PIN is set, and answers the file system's "no such attribute" in its place), which
+    libfido2 does not take (fido2-token -I: "pin retries: undefined"). tokenbridge shows the PIN as not set and no
+    tries: `pinRetries` is absent from the JSON (nil: "no PIN set, or the key would not say"), as for a key whose
+    count it cannot read; nothing shows -61."""
+    request.getfixturevalue("third_party_built")
+    key = make_key("canokey", tmp_path, fresh=True)
+    try:
+        ctap = key.ctap()
+        assert ctap.client_pin(1, ClientPin.CMD.GET_PIN_RETRIES)[3] < 0  # the firmware's answer, as it is
+        env = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}
+        r = tb_raw("fido2", "info", "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        data = json.loads(r.stdout)
+        assert "pinRetries" not in data and data["options"]["clientPin"] is False, data
+        for args in (["fido2", "info"], ["tokens"], ["pin", "status"]):
+            r = tb_raw(*args, env=env)
+            assert r.returncode == 0 and "PIN: not set" in r.stdout and "tries" not in r.stdout, (args, r.stdout)
+            assert "-61" not in r.stdout + r.stderr
+        # Once a PIN is set the counter exists: 8.
+        assert tb_raw("pin", "set", env=env, pins=[PIN]).returncode == 0
+        assert json.loads(tb_raw("fido2", "info", "--json", env=env).stdout)["pinRetries"] == 8
+    finally:
+        key.stop()
 
 
 def make_resident(key, rp, user_id, name):

@@ -1,5 +1,7 @@
 """Out-of-band payloads (issue 11, item 1 in part): QR text, links, x-callback-urls and push JSON, redeemed at the
-reference RP and run with the virtual card; the SDK's error kinds as distinct exit codes."""
+reference RP and run with the virtual card; the SDK's error kinds as distinct exit codes. A registration and an
+authentication through a QR and a link run on every token (implementations.UAF_TOKENS); the payload handling the
+other tests check does not depend on the token, so they run on the virtual card only."""
 import base64
 import json
 import os
@@ -7,7 +9,7 @@ import os
 import pytest
 
 from conftest import pin_tries
-from test_uaf import home, rp, tb  # noqa: F401 (fixtures)
+from test_uaf import home, rp, tb, uaf_token  # noqa: F401 (fixtures)
 
 
 def b64u(b):
@@ -25,13 +27,13 @@ def qr(p):
     return b64u(json.dumps(p).encode())
 
 
-def test_qr_registration_then_link_authentication(card, rp, home):
+def test_qr_registration_then_link_authentication(uaf_token, rp, home):
     server = rp()
     r = tb(home, "oob", "--qr-text", qr(payload(server, "Reg", username="alice")), "--yes", pins=["123456"])
     assert r.returncode == 0, r.stderr
     assert "Registered alice" in r.stdout and "About to run a registration at " + server.url in r.stderr
     assert "\\u{1B}[31mBank" in r.stderr and "\x1b" not in r.stderr  # the payload's data, escaped
-    assert [x["username"] for x in server.registrations()] == ["alice"]
+    assert [(x["username"], x["aaid"]) for x in server.registrations()] == [("alice", uaf_token.aaid)]
     link = "https://app.example/open?dispatchTokenResponse=" + qr(payload(server, "Auth", username="alice"))
     r = tb(home, "oob", link, "--yes", pins=["123456"])
     assert r.returncode == 0, r.stderr

@@ -13,7 +13,7 @@ import pexpect
 import pytest
 
 from conftest import ROOT, TOKENBRIDGE, pin_tries, tb as tb_raw, wait_until
-from implementations import piv_params
+from implementations import UAF_TOKENS, UAFToken, piv_params
 
 RP = str(ROOT / "Tools" / "rp" / "tokenbridge_rp.py")
 
@@ -76,6 +76,14 @@ def rp(tmp_path):
     yield start
     for r in started:
         r.stop()
+
+
+@pytest.fixture(params=UAF_TOKENS)
+def uaf_token(request, home, tmp_path, cards, monkeypatch):
+    """Each token a UAF flow runs on (implementations.UAF_TOKENS); `home` reaches it."""
+    t = UAFToken(request.param, request, tmp_path, cards, monkeypatch)
+    home.update(t.env)
+    return t
 
 
 def tb(home, *args, **kw):
@@ -191,7 +199,7 @@ def test_client_refuses_an_untrusted_facet(card, rp, home):
 
 
 @pytest.mark.parametrize("upv", ["1.0", "1.1"])
-def test_uaf_process_answers_both_versions(card, rp, home, upv):
+def test_uaf_process_answers_both_versions(uaf_token, rp, home, upv):
     server = rp()
     req = server.request("Reg", username="carol", upv=upv)
     p = process(home, req["uafRequest"], server.url)
@@ -200,6 +208,7 @@ def test_uaf_process_answers_both_versions(card, rp, home, upv):
     major, minor = map(int, upv.split("."))
     assert json.loads(response)[0]["header"]["upv"] == {"major": major, "minor": minor}
     assert server.respond("Reg", response) == 1200
+    assert [x["aaid"] for x in server.registrations()] == [uaf_token.aaid]
     assert server.respond("Auth", auth_response(server, home, username="carol", upv=upv)) == 1200
 
 
