@@ -1,13 +1,23 @@
+#define _GNU_SOURCE  // pipe2
 #include "CQRCode.h"
 
 #include <stdio.h>  // jpeglib.h needs FILE
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jpeglib.h>
 #include <png.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <zbar.h>
 
 #include "CLazy.h"
@@ -54,26 +64,42 @@ static int decode_png(const unsigned char *bytes, size_t len, unsigned char **gr
 struct jpeg_failure {
   struct jpeg_error_mgr mgr;
   jmp_buf jump;
+  int too_many_scans;
 };
 
 static void jpeg_fail(j_common_ptr cinfo) { longjmp(((struct jpeg_failure *)cinfo->err)->jump, 1); }
+
+// libjpeg calls the progress monitor before each unit of input it consumes (each iMCU row, each marker): a
+// progressive JPEG whose scans pass over the whole image again and again is stopped at its TB_QR_MAX_SCANS+1st
+// scan (libjpeg-turbo's djpeg -maxscans does the same).
+static void jpeg_progress(j_common_ptr cinfo) {
+  if (((j_decompress_ptr)cinfo)->input_scan_number > TB_QR_MAX_SCANS) {
+    ((struct jpeg_failure *)cinfo->err)->too_many_scans = 1;
+    longjmp(((struct jpeg_failure *)cinfo->err)->jump, 1);
+  }
+}
 static void jpeg_quiet(j_common_ptr cinfo, int level) { (void)cinfo, (void)level; }  // no warnings on stderr
 
 static int decode_jpeg(const unsigned char *bytes, size_t len, unsigned char **gray, unsigned *w, unsigned *h) {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_failure err;
+  struct jpeg_progress_mgr progress;
   unsigned char *volatile buf = NULL;
   volatile int result = TB_QR_BAD_IMAGE;
   memset(&cinfo, 0, sizeof cinfo);  // jpeg_destroy_decompress is safe on it before jpeg_create_decompress
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_fail;
   err.mgr.emit_message = jpeg_quiet;
+  err.too_many_scans = 0;
+  memset(&progress, 0, sizeof progress);
+  progress.progress_monitor = jpeg_progress;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     free(buf);
-    return result;
+    return err.too_many_scans ? TB_QR_TOO_MANY_SCANS : result;
   }
   jpeg_CreateDecompress(&cinfo, JPEG_LIB_VERSION, sizeof cinfo);
+  cinfo.progress = &progress;
   jpeg_mem_src(&cinfo, bytes, (unsigned long)len);
   jpeg_read_header(&cinfo, TRUE);
   if ((long)cinfo.image_width * (long)cinfo.image_height > TB_QR_MAX_PIXELS) {
@@ -103,21 +129,16 @@ static int decode_jpeg(const unsigned char *bytes, size_t len, unsigned char **g
   return TB_QR_OK;
 }
 
-int tb_qr_scan(const unsigned char *bytes, size_t len, char **text, size_t *text_len, int *count) {
-  *text = NULL;
-  *text_len = 0;
-  *count = 0;
-  static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+static int scan(const unsigned char *bytes, size_t len, char **text, size_t *text_len, int *count) {
   unsigned char *gray = NULL;
   unsigned w = 0, h = 0;
   int rc;
-  if (tb_qr_load_error()) return TB_QR_NO_LIBRARY;
   if (len >= 8 && memcmp(bytes, png_sig, 8) == 0) {
     rc = decode_png(bytes, len, &gray, &w, &h);
-  } else if (len >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
-    rc = decode_jpeg(bytes, len, &gray, &w, &h);
   } else {
-    return TB_QR_NOT_IMAGE;
+    rc = decode_jpeg(bytes, len, &gray, &w, &h);
   }
   if (rc != TB_QR_OK) return rc;
 
@@ -165,6 +186,131 @@ int tb_qr_scan(const unsigned char *bytes, size_t len, char **text, size_t *text
   zbar_image_destroy(image);
   zbar_image_scanner_destroy(scanner);
   return rc;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+struct scan_record {
+  int rc, count;
+  size_t text_len;
+};
+
+// The decoding and the scan run in a child process (fork, no exec: the libraries are loaded already), so that a
+// deadline can end them: neither libpng, libjpeg nor zbar can be interrupted, and zbar's QR finder-pattern
+// matching grows with the cube of the candidates an image offers. The child gets a CPU limit as well (in case
+// this process dies first, it is also killed with it) and sends its result through a pipe.
+int tb_qr_scan(const unsigned char *bytes, size_t len, double seconds, char **text, size_t *text_len, int *count) {
+  *text = NULL;
+  *text_len = 0;
+  *count = 0;
+  if (tb_qr_load_error()) return TB_QR_NO_LIBRARY;
+  int png = len >= 8 && memcmp(bytes, png_sig, 8) == 0;
+  int jpeg = len >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+  if (!png && !jpeg) return TB_QR_NOT_IMAGE;
+  if (!(seconds >= 0.1)) seconds = 0.1;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return TB_QR_NO_MEMORY;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return TB_QR_NO_MEMORY;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    // This process's handlers (the CLI's SIGINT handler) are not the child's: Ctrl-C, a hang-up or a closed pipe
+    // simply end it.
+    int reset[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++) signal(reset[i], SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
+    rlim_t cpu = (rlim_t)seconds + 2;
+    struct rlimit limit = {cpu, cpu};
+    setrlimit(RLIMIT_CPU, &limit);
+    struct scan_record r = {0, 0, 0};
+    char *t = NULL;
+    r.rc = scan(bytes, len, &t, &r.text_len, &r.count);
+    if (write_all(fds[1], &r, sizeof r) != 0 || (t && write_all(fds[1], t, r.text_len) != 0)) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  double deadline = now() + seconds;
+  struct scan_record r;
+  char *out = NULL;
+  size_t have = 0, want = sizeof r;
+  int rc = TB_QR_OK;
+  for (;;) {
+    double left = deadline - now();
+    if (left <= 0) {
+      rc = TB_QR_TIMEOUT;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int n = poll(&p, 1, (int)(left * 1000) + 1);
+    if (n < 0 && errno != EINTR) {
+      rc = TB_QR_BAD_IMAGE;
+      break;
+    }
+    if (n <= 0) continue;
+    char *into = have < sizeof r ? (char *)&r + have : out + (have - sizeof r);
+    ssize_t k = read(fds[0], into, want - have);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      rc = TB_QR_BAD_IMAGE;  // the child died before its answer (SIGXCPU, a crash): checked below
+      break;
+    }
+    have += (size_t)k;
+    if (have == sizeof r && want == sizeof r) {
+      if (r.rc != TB_QR_OK || r.text_len == 0) break;
+      if (r.text_len > 1024 * 1024 || !(out = malloc(r.text_len + 1))) {
+        rc = TB_QR_NO_MEMORY;
+        break;
+      }
+      want += r.text_len;
+    }
+    if (have == want) break;
+  }
+  close(fds[0]);
+  if (rc == TB_QR_TIMEOUT) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (rc == TB_QR_BAD_IMAGE && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) rc = TB_QR_TIMEOUT;
+  if (rc != TB_QR_OK) {
+    free(out);
+    return rc;
+  }
+  *count = r.count;
+  if (r.rc == TB_QR_OK && out) {
+    out[r.text_len] = 0;
+    *text = out;
+    *text_len = r.text_len;
+  } else {
+    free(out);
+  }
+  return r.rc;
 }
 
 void tb_qr_free(char *text) { free(text); }

@@ -213,20 +213,8 @@ public struct Configuration: Equatable, Sendable {
     return s.prefix(4).uppercased() != "F1D0"
   }
 
-  /// `scheme:` (a custom scheme, not http/https/file/javascript/data) or `https://host[:port]` (an origin).
-  static func isCallbackEntry(_ s: String) -> Bool {
-    if s.hasSuffix(":"), !s.contains("/" as Character) {
-      let scheme = s.dropLast().lowercased()
-      guard let first = scheme.first, first.isLetter,
-        scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
-      else { return false }
-      return !["http", "https", "file", "javascript", "data"].contains(scheme)
-    }
-    guard let url = URL(string: s), url.scheme?.lowercased() == "https", url.host != nil, url.path.isEmpty,
-      url.query == nil
-    else { return false }
-    return true
-  }
+  /// `scheme:` (a custom scheme) or `https://host[:port]` (an origin), by the x-callback URL rule (`CallbackURL`).
+  static func isCallbackEntry(_ s: String) -> Bool { CallbackURL.allowListEntry(s) != nil }
 
   /// An https URL with a host, or http on a loopback host.
   static func isServerURL(_ s: String) -> Bool {

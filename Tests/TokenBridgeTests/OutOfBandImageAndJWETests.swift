@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 import UAFCore
@@ -28,7 +29,10 @@ import UAFCore
     #expect(throws: OutOfBandError.decryptionError) { try OutOfBandPayload(json: json) }
     let decrypter = PayloadDecrypter { throw LocalDataError.notFound("no key") }
     #expect(throws: OutOfBandError.decryptionError) { try OutOfBandPayload(json: json, decrypter: decrypter) }
-    #expect(throws: OutOfBandError.decryptionError) { try decrypter.decrypt("a.b.c") }
+    #expect(
+      throws: OutOfBandError.malformedPayload(
+        reason: "the encrypted nma_data is not a compact JWE (five parts separated by dots)")
+    ) { try decrypter.decrypt("a.b.c") }
     let notAString: [String: Any] = ["nma_data": ["token": "t"], "nma_data_content_type": "application/jose"]
     #expect(
       throws: OutOfBandError.malformedPayload(reason: "an application/jose nma_data must be a compact JWE string")
@@ -92,5 +96,64 @@ import UAFCore
     #expect(throws: OperationError.input(.file(path: "tokenbridge", errno: EINVAL))) {
       try DesktopHandler(executable: "tokenbridge").entry()
     }
+  }
+
+  /// A JWE of this profile for `recipient`, its header `extra` fields added (the content key from empty
+  /// PartyUInfo/PartyVInfo, as if `apu`/`apv` were absent).
+  func jwe(for recipient: P256.KeyAgreement.PublicKey, header extra: String) throws -> String {
+    let ephemeral = P256.KeyAgreement.PrivateKey()
+    let raw = Array(ephemeral.publicKey.x963Representation)
+    let epk =
+      #"{"kty":"EC","crv":"P-256","x":"\#(Base64URL.encode(Array(raw[1..<33])))","y":"\#(Base64URL.encode(Array(raw[33...])))"}"#
+    let header = Base64URL.encode(Array(#"{"alg":"ECDH-ES","enc":"A256GCM","epk":\#(epk)\#(extra)}"#.utf8))
+    let z = try ephemeral.sharedSecretFromKeyAgreement(with: recipient).withUnsafeBytes { [UInt8]($0) }
+    let key = PayloadDecrypter.concatKDF(z: z, algorithmID: Array("A256GCM".utf8), apu: [], apv: [], bits: 256)
+    let box = try AES.GCM.seal(
+      Array(#"{"token":"t"}"#.utf8), using: SymmetricKey(data: key), authenticating: Array(header.utf8))
+    return [
+      header, "", Base64URL.encode(Array(box.nonce)), Base64URL.encode(Array(box.ciphertext)),
+      Base64URL.encode(Array(box.tag)),
+    ].joined(separator: ".")
+  }
+
+  @Test func aMalformedJWEIsMalformedNotForAnotherKey() throws {
+    let own = P256.KeyAgreement.PrivateKey()
+    let decrypter = PayloadDecrypter { own }
+    #expect(try decrypter.decrypt(jwe(for: own.publicKey, header: "")) == Array(#"{"token":"t"}"#.utf8))
+    // apu/apv must be base64url strings: not read as absent (the sender may have used them).
+    for (extra, name) in [(#","apu":"!!!""#, "apu"), (#","apu":7"#, "apu"), (#","apv":"a b""#, "apv")] {
+      #expect(
+        throws: OutOfBandError.malformedPayload(
+          reason: "the encrypted nma_data has an \(name) that is not a base64url string")
+      ) { try decrypter.decrypt(jwe(for: own.publicKey, header: extra)) }
+    }
+    let good = try jwe(for: own.publicKey, header: "").split(separator: ".", omittingEmptySubsequences: false)
+    for bad in [
+      "", "....", good.prefix(4).joined(separator: "."), good.joined(separator: ".") + ".",
+      (["e30!"] + good.dropFirst()).joined(separator: "."),
+      ([good[0], good[1], "@@", good[3], good[4]]).joined(separator: "."),
+    ] {
+      #expect {
+        try decrypter.decrypt(bad)
+      } throws: { error in
+        guard case .malformedPayload = error as? OutOfBandError else { return false }
+        return true
+      }
+    }
+    // Well-formed, for another key: that is what decryptionError says.
+    let other = P256.KeyAgreement.PrivateKey()
+    #expect(throws: OutOfBandError.decryptionError) { try decrypter.decrypt(jwe(for: other.publicKey, header: "")) }
+  }
+
+  @Test func aQRImagePathMustBeARegularFile() throws {
+    #expect(throws: OperationError.outOfBand(.qrImage(.notAFile))) { try QRImage.text(file: "/dev/null") }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tb-fifo-\(getpid())")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let fifo = dir.appendingPathComponent("qr.png").path
+    #expect(mkfifo(fifo, 0o600) == 0)
+    // No writer: a blocking open would wait forever.
+    #expect(throws: OperationError.outOfBand(.qrImage(.notAFile))) { try QRImage.text(file: fifo) }
+    #expect(throws: OperationError.input(.file(path: dir.path, errno: EISDIR))) { try QRImage.text(file: dir.path) }
   }
 }

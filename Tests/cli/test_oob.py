@@ -65,8 +65,9 @@ def test_a_token_is_used_once_and_unknown_tokens_are_named(card, rp, home):
 @pytest.mark.parametrize("bad,code,text", [
     ("not base64url!", 31, "not base64url"),
     (b64u(b"[1,2]"), 31, "not a JSON object"),
-    (b64u(json.dumps({"nma_data": "eyJhbGciOi...", "nma_data_content_type": "application/jose"}).encode()), 30,
-     "encrypted"),
+    # Not a compact JWE at all: malformed (31), not "encrypted for another device's key" (30, issue 27).
+    (b64u(json.dumps({"nma_data": "eyJhbGciOi...", "nma_data_content_type": "application/jose"}).encode()), 31,
+     "the encrypted nma_data is not a compact JWE"),
     (b64u(json.dumps({"nma_data": {"token": "t", "redeem_url": "http://bank.example/nevisfido/token/redeem/"
                                                               "registration"}}).encode()), 31, "not https"),
     (b64u(json.dumps({"nma_data": {"token": "t", "redeem_url": "https://bank.example/elsewhere"}}).encode()), 31,

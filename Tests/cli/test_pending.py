@@ -144,7 +144,7 @@ def test_on_a_terminal_the_user_picks_one(card, rp, home):
     child.expect(re.escape('1) ') + r'\S+  authentication at ' + re.escape(server.url) + r'  \S+  via link  "first"')
     child.expect(re.escape("Which one [1-2]? "))
     child.sendline("2")
-    child.expect(re.escape(f"About to run a authentication at {server.url}"))
+    child.expect(re.escape(f"About to run an authentication at {server.url}"))
     child.sendline("yes")
     child.expect("PIN to ")
     child.sendline("123456")

@@ -306,6 +306,9 @@ public struct ErrorReport: Equatable, Sendable {
       case .tooLarge: "The image is larger than \(QRImage.maxPixels) pixels; crop it to the QR code."
       case .noQRCode: "No QR code was found in the image; crop it to the QR code, or use a sharper picture."
       case .severalQRCodes(let n): "The image holds \(n) QR codes; crop it to the one to use."
+      case .tooManyScans: "The JPEG has more than \(QRImage.maxScans) scans; save it as a PNG or a baseline JPEG."
+      case .tooSlow(let s): "Reading the image took longer than \(Int(s.rounded(.up))) s; crop it to the QR code."
+      case .notAFile: "The path is a device, a FIFO or a socket; give the QR code as a PNG or JPEG file."
       case .libraryMissing: ""
       }
     return .init(status: .payloadMalformed, message: m + " Nothing was done.")
@@ -401,7 +404,8 @@ public struct ErrorReport: Equatable, Sendable {
       "Only one \(k.rawValue) try is left: if this \(k.rawValue) is wrong, the \(k.rawValue) will be blocked."
     case .overwriteSlot(let s): "Slot \(s) already holds a key; generating replaces it for good."
     case .forgetLocally: "The server no longer knows this registration. Delete it locally?"
-    case .outOfBand(let op, let server): "About to run a \(name(op)) at \(shown(server)), as the QR code or link asks."
+    case .outOfBand(let op, let server):
+      "About to run \(op == .auth ? "an" : "a") \(name(op)) at \(shown(server)), as the QR code or link asks."
     case .deviceSync(let deletions): "The sync will delete \(deletions) item(s) as listed above."
     case .enroll(let token, let server, let username):
       "Token \(shown(token)) was plugged in: register it for \(shown(username)) at \(shown(server))?"

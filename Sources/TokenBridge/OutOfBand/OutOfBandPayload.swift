@@ -108,9 +108,12 @@ public struct OutOfBandPayload: Sendable, Equatable {
     guard let object = JSONValue.parseObject(json) else {
       throw .malformedPayload(reason: "it is not a JSON object")
     }
-    let contentType = object["nma_data_content_type"]?.asString?.lowercased() ?? "application/json"
+    let declared = object["nma_data_content_type"]?.asString ?? "application/json"
+    guard let contentType = Self.mediaType(declared) else {
+      throw .malformedPayload(reason: "nma_data_content_type is not a media type")
+    }
     var data = object["nma_data"]
-    if contentType.hasPrefix("application/jose") {
+    if contentType == "application/jose" {
       // nma_data is a compact JWE (PayloadEncryption.swift holds the algorithm choice).
       guard let jwe = data?.asString, jwe.utf8.count <= Self.maxSize else {
         throw .malformedPayload(reason: "an application/jose nma_data must be a compact JWE string")
@@ -119,7 +122,7 @@ public struct OutOfBandPayload: Sendable, Equatable {
       let plain = try decrypter.decrypt(jwe)
       data = JSONValue.parseObject(plain).map(JSONValue.object)
     } else {
-      guard contentType.hasPrefix("application/json") else {
+      guard contentType == "application/json" else {
         throw .malformedPayload(reason: "nma_data_content_type is neither application/json nor application/jose")
       }
       if let s = data?.asString {  // nma_data may itself be a JSON string
@@ -152,24 +155,62 @@ public struct OutOfBandPayload: Sendable, Equatable {
     self.data = fields["data"]?.asString
     self.version = object["nma_data_version"]?.asString
     self.callback = nil
-    self.encrypted = contentType.hasPrefix("application/jose")
+    self.encrypted = contentType == "application/jose"
   }
-}
 
-/// Which x-callback targets may be opened: custom schemes and https origins on the configured allow-list.
-public struct CallbackPolicy: Sendable {
-  public var allowed: [String]
-  public init(allowed: [String]) { self.allowed = allowed }
-
-  /// True when `target` is on the list: its scheme (`myapp:`) or its https origin (`https://bank.example`).
-  public func allows(_ target: String) -> Bool {
-    guard let url = URL(string: target), let scheme = url.scheme?.lowercased() else { return false }
-    if scheme == "https" {
-      guard let host = url.host?.lowercased() else { return false }
-      let origin = "https://\(host)" + (url.port.map { ":\($0)" } ?? "")
-      return allowed.contains { $0.lowercased() == origin }
+  /// The lowercase `type/subtype` of a media type (RFC 7231 §3.1.1.1: `type "/" subtype *( OWS ";" OWS
+  /// parameter )`, a parameter `token "=" ( token / quoted-string )`), surrounding spaces and tabs ignored; nil when
+  /// `value` is not one (so `application/josefoo` is `application/josefoo`, not JOSE).
+  static func mediaType(_ value: String) -> String? {
+    let b = Array(value.utf8)
+    func isTChar(_ c: UInt8) -> Bool {
+      (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
     }
-    if scheme == "http" || scheme == "file" || scheme == "javascript" || scheme == "data" { return false }
-    return allowed.contains { $0.lowercased() == "\(scheme):" }
+    func isOWS(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 }
+    var i = 0
+    func skipOWS() { while i < b.count, isOWS(b[i]) { i += 1 } }
+    func token() -> ArraySlice<UInt8>? {
+      let start = i
+      while i < b.count, isTChar(b[i]) { i += 1 }
+      return i > start ? b[start..<i] : nil
+    }
+    skipOWS()
+    guard let type = token(), i < b.count, b[i] == UInt8(ascii: "/") else { return nil }
+    i += 1
+    guard let subtype = token() else { return nil }
+    while true {
+      skipOWS()
+      if i == b.count { break }
+      guard b[i] == UInt8(ascii: ";") else { return nil }
+      i += 1
+      skipOWS()
+      if i == b.count { break }  // empty parameters (`;;`, a trailing `;`): RFC 9110 §5.6.6 allows them
+      if b[i] == UInt8(ascii: ";") { continue }
+      guard token() != nil, i < b.count, b[i] == UInt8(ascii: "=") else { return nil }
+      i += 1
+      if i < b.count, b[i] == UInt8(ascii: "\"") {
+        i += 1
+        var closed = false
+        while i < b.count {
+          let c = b[i]
+          if c == UInt8(ascii: "\"") {
+            closed = true
+            i += 1
+            break
+          }
+          if c == UInt8(ascii: "\\") {
+            guard i + 1 < b.count, b[i + 1] == 0x09 || b[i + 1] >= 0x20, b[i + 1] != 0x7F else { return nil }
+            i += 2
+            continue
+          }
+          guard c == 0x09 || c >= 0x20, c != 0x7F else { return nil }
+          i += 1
+        }
+        guard closed else { return nil }
+      } else {
+        guard token() != nil else { return nil }
+      }
+    }
+    return String(decoding: type + [UInt8(ascii: "/")] + subtype, as: UTF8.self).lowercased()
   }
 }

@@ -13,7 +13,8 @@ import UAFCore
 ///   AlgorithmID = `enc`, PartyUInfo = `apu`, PartyVInfo = `apv` (empty when absent), 256 bits;
 /// - `enc` = `A256GCM`, the additional data the ASCII protected header;
 /// - the plaintext is the `nma_data` JSON object (`token`, `redeem_url`, `data`).
-/// Anything else (another alg/enc/curve, `zip`, a wrong key or a bad tag) is `OutOfBandError.decryptionError`.
+/// Another alg or enc, `zip`, `crit`, a wrong key or a bad tag is `OutOfBandError.decryptionError`; a JWE that
+/// is not well-formed (bad base64url, no valid `epk`, a non-base64url `apu`) is `OutOfBandError.malformedPayload`.
 public struct PayloadDecrypter {
   static let algorithm = "ECDH-ES"
   static let encryption = "A256GCM"
@@ -23,23 +24,38 @@ public struct PayloadDecrypter {
   /// Decrypts with `key()`, called only when a payload is encrypted.
   public init(key: @escaping () throws -> P256.KeyAgreement.PrivateKey) { self.key = key }
 
-  /// The plaintext of a compact JWE addressed to this device.
+  /// The plaintext of a compact JWE addressed to this device. A string that is not a well-formed compact JWE
+  /// (five base64url parts, a JSON header, a valid P-256 `epk`, base64url `apu`/`apv`, a 96-bit IV and a 128-bit
+  /// tag) is `malformedPayload`, naming what is wrong; a well-formed JWE of another algorithm, one this device
+  /// cannot open (another key, or altered in transit) or no key to open it with is `decryptionError`.
   public func decrypt(_ jwe: String) throws(OutOfBandError) -> [UInt8] {
+    func malformed(_ what: String) -> OutOfBandError { .malformedPayload(reason: "the encrypted nma_data \(what)") }
     let parts = jwe.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-    guard parts.count == 5, parts[1].isEmpty, let headerBytes = Base64URL.decode(parts[0]),
-      let iv = Base64URL.decode(parts[2]), let ciphertext = Base64URL.decode(parts[3]),
-      let tag = Base64URL.decode(parts[4]),
-      let header = JSONValue.parseObject(headerBytes)
+    guard parts.count == 5 else { throw malformed("is not a compact JWE (five parts separated by dots)") }
+    guard let headerBytes = Base64URL.decode(parts[0]), let header = JSONValue.parseObject(headerBytes) else {
+      throw malformed("has a protected header that is not base64url JSON")
+    }
+    guard Base64URL.decode(parts[1]) != nil, let iv = Base64URL.decode(parts[2]),
+      let ciphertext = Base64URL.decode(parts[3]), let tag = Base64URL.decode(parts[4])
+    else { throw malformed("has a part that is not base64url") }
+    guard parts[1].isEmpty, header["alg"]?.asString == Self.algorithm, header["enc"]?.asString == Self.encryption,
+      header["zip"] == nil, header["crit"] == nil
     else { throw .decryptionError }
-    guard header["alg"]?.asString == Self.algorithm, header["enc"]?.asString == Self.encryption,
-      header["zip"] == nil, header["crit"] == nil,
-      let epk = header["epk"]?.asObject, epk["kty"]?.asString == "EC", epk["crv"]?.asString == "P-256",
+    guard let epk = header["epk"]?.asObject, epk["kty"]?.asString == "EC", epk["crv"]?.asString == "P-256",
       let x = epk["x"]?.asString.flatMap(Base64URL.decode), let y = epk["y"]?.asString.flatMap(Base64URL.decode),
       x.count == 32, y.count == 32,
       let ephemeral = try? P256.KeyAgreement.PublicKey(x963Representation: [0x04] + x + y)
-    else { throw .decryptionError }
-    let apu = header["apu"]?.asString.flatMap(Base64URL.decode) ?? []
-    let apv = header["apv"]?.asString.flatMap(Base64URL.decode) ?? []
+    else { throw malformed("has no valid P-256 epk") }
+    func partyInfo(_ name: String) throws(OutOfBandError) -> [UInt8] {
+      guard let value = header[name] else { return [] }
+      guard let s = value.asString, let bytes = Base64URL.decode(s) else {
+        throw malformed("has an \(name) that is not a base64url string")
+      }
+      return bytes
+    }
+    let apu = try partyInfo("apu")
+    let apv = try partyInfo("apv")
+    guard iv.count == 12, tag.count == 16 else { throw malformed("has an IV or tag of the wrong size for A256GCM") }
     guard let own = try? key(), let shared = try? own.sharedSecretFromKeyAgreement(with: ephemeral) else {
       throw .decryptionError
     }

@@ -19,6 +19,12 @@ public enum QRImageProblem: Equatable, Sendable {
   case noQRCode
   /// The image holds several QR codes: which one is meant is not ours to guess.
   case severalQRCodes(Int)
+  /// A progressive JPEG of more than `QRImage.maxScans` scans (each one a pass over the whole image).
+  case tooManyScans
+  /// Decoding and scanning took longer than the bound (`--timeout`, at most `QRImage.maxSeconds`): seconds.
+  case tooSlow(Double)
+  /// The path is not a regular file (a device, a FIFO, a socket): nothing was read from it.
+  case notAFile
   /// libpng, libjpeg or zbar (loaded at the first scan) cannot be loaded; the loader's reason.
   case libraryMissing(String)
 }
@@ -29,14 +35,21 @@ public enum QRImage {
   /// The largest file read.
   public static let maxFileSize = 32 * 1024 * 1024
   public static let maxPixels = Int(TB_QR_MAX_PIXELS)
+  /// The most scans a progressive JPEG may have.
+  public static let maxScans = Int(TB_QR_MAX_SCANS)
+  /// The longest an image is decoded and scanned, whatever the caller's timeout (a QR code in a phone photo takes
+  /// well under a second).
+  public static let maxSeconds = 30.0
 
-  /// The text of the one QR code in `bytes` (a PNG or JPEG file's content).
-  public static func text(in bytes: [UInt8]) throws(OutOfBandError) -> String {
+  /// The text of the one QR code in `bytes` (a PNG or JPEG file's content), found within `timeout` seconds (at
+  /// most `maxSeconds`; the work runs in a child process killed at the deadline).
+  public static func text(in bytes: [UInt8], timeout: Double = maxSeconds) throws(OutOfBandError) -> String {
     var text: UnsafeMutablePointer<CChar>?
     var length = 0
     var count: Int32 = 0
+    let seconds = min(max(timeout, 0.1), maxSeconds)
     let rc = bytes.withUnsafeBufferPointer { b in
-      tb_qr_scan(b.baseAddress, b.count, &text, &length, &count)
+      tb_qr_scan(b.baseAddress, b.count, seconds, &text, &length, &count)
     }
     defer { tb_qr_free(text) }
     switch Int(rc) {
@@ -48,26 +61,37 @@ public enum QRImage {
     case Int(TB_QR_TOO_LARGE): throw .qrImage(.tooLarge)
     case Int(TB_QR_NONE): throw .qrImage(.noQRCode)
     case Int(TB_QR_SEVERAL): throw .qrImage(.severalQRCodes(Int(count)))
+    case Int(TB_QR_TOO_MANY_SCANS): throw .qrImage(.tooManyScans)
+    case Int(TB_QR_TIMEOUT): throw .qrImage(.tooSlow(seconds))
     case Int(TB_QR_NO_LIBRARY): throw .qrImage(.libraryMissing(tb_qr_load_error().map { String(cString: $0) } ?? ""))
     default: throw .qrImage(.unreadableImage)
     }
   }
 
-  /// The text of the one QR code in the image file at `path`.
-  public static func text(file path: String) throws(OperationError) -> String {
-    let bytes: [UInt8]
-    do { bytes = try readFile(path) } catch { throw .input(error) }
-    do { return try text(in: bytes) } catch { throw .outOfBand(error) }
+  /// The text of the one QR code in the image file at `path`, within `timeout` seconds (see `text(in:timeout:)`).
+  public static func text(file path: String, timeout: Double = maxSeconds) throws(OperationError) -> String {
+    let bytes = try readFile(path)
+    do { return try text(in: bytes, timeout: timeout) } catch { throw .outOfBand(error) }
   }
 
-  static func readFile(_ path: String) throws(InputError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw .file(path: path, errno: errno) }
+  /// The content of the regular file at `path`. Opened without blocking (a FIFO without a writer would block
+  /// `open` forever) and checked with fstat before anything is read: a directory is EISDIR, a device, FIFO or
+  /// socket `QRImageProblem.notAFile`.
+  static func readFile(_ path: String) throws(OperationError) -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    guard fd >= 0 else { throw .input(.file(path: path, errno: errno)) }
     defer { close(fd) }
     var st = stat()
-    guard fstat(fd, &st) == 0 else { throw .file(path: path, errno: errno) }
-    guard (st.st_mode & S_IFMT) == S_IFREG else { throw .file(path: path, errno: EISDIR) }
-    guard st.st_size <= maxFileSize else { throw .file(path: path, errno: EFBIG) }
+    guard fstat(fd, &st) == 0 else { throw .input(.file(path: path, errno: errno)) }
+    guard (st.st_mode & S_IFMT) != S_IFDIR else { throw .input(.file(path: path, errno: EISDIR)) }
+    guard (st.st_mode & S_IFMT) == S_IFREG else { throw .outOfBand(.qrImage(.notAFile)) }
+    do throws(InputError) { return try readRegular(fd, path: path, size: Int(st.st_size)) } catch {
+      throw .input(error)
+    }
+  }
+
+  static func readRegular(_ fd: Int32, path: String, size: Int) throws(InputError) -> [UInt8] {
+    guard size <= maxFileSize else { throw .file(path: path, errno: EFBIG) }
     var out = [UInt8]()
     var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     while true {

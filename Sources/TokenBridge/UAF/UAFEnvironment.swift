@@ -116,10 +116,13 @@ public struct UAFEnvironment {
     DeviceInformationOperations(localData: localData, configuration: configuration)
   }
 
-  /// The x-callback target to open after the operation (`success`, `error` or `cancel`), or why it is refused.
+  /// The x-callback target to open after the operation (`success`, `error` or `cancel`): when allowed, `url` is
+  /// the serialization the allow-list decision was made on (`CallbackURL`), the string to open; else the target
+  /// as given, to name it.
   public func callbackTarget(_ target: String?) -> (url: String, allowed: Bool)? {
     guard let target else { return nil }
-    return (target, CallbackPolicy(allowed: configuration.callbackAllowList).allows(target))
+    if let opened = CallbackPolicy(allowed: configuration.callbackAllowList).opened(target) { return (opened, true) }
+    return (target, false)
   }
 
   /// The local registrations the server said it no longer knows (1481) for `username` at `ops`' server.

@@ -17,7 +17,8 @@ struct OutOfBand: ParsableCommand {
   @OptionGroup var options: GlobalOptions
   @Option(help: "The QR code's text (base64url JSON).")
   var qrText: String?
-  @Option(help: "A PNG or JPEG image holding the QR code (a screenshot or a photo).")
+  @Option(
+    help: "A PNG or JPEG image holding the QR code (a screenshot or a photo); read within --timeout, at most 30 s.")
   var qrImage: String?
   @Option(help: "A push notification's JSON: a file, or - for stdin.")
   var push: String?
@@ -43,7 +44,7 @@ struct OutOfBand: ParsableCommand {
 
   func source() throws -> OutOfBandSource {
     if let qrText { return .qrText(qrText) }
-    if let qrImage { return .scanned(try QRImage.text(file: qrImage)) }
+    if let qrImage { return .scanned(try QRImage.text(file: qrImage, timeout: options.timeout)) }
     if let link { return .link(link) }
     let path = push ?? "-"
     let limit = OutOfBandPayload.maxSize + 1
