@@ -51,7 +51,13 @@ public struct Doctor {
   func pcsc() -> [DoctorCheck] {
     let version = SystemFacts.pcscdVersion.map { "pcsc-lite \($0)" } ?? "pcscd binary not found"
     let context: PCSCContext
-    do { context = try PCSCContext() } catch {
+    do { context = try PCSCContext() } catch .serviceUnresponsive {
+      return [
+        .init(
+          name: "pcscd", ok: false, detail: "does not answer: it runs but is stopped or hung (\(version))",
+          fix: "restart it: systemctl restart pcscd")
+      ]
+    } catch {
       return [
         .init(
           name: "pcscd", ok: false, detail: "not reachable (\(version))",
