@@ -75,7 +75,8 @@ public struct Doctor {
       do {
         _ = try context.connect(reader)
       } catch .pcsc(let status, _) where status == .sharingViolation {
-        let holders = SystemFacts.cardHolders().map { "\($0.name) (pid \($0.pid))" }
+        // A process names itself (prctl, exec -a): its name is untrusted text like any token's or server's.
+        let holders = SystemFacts.cardHolders().map { "\(UntrustedText.displayable($0.name)) (pid \($0.pid))" }
         out.append(
           .init(
             name: "card access", ok: false,
