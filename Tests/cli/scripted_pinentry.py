@@ -15,7 +15,15 @@ carries over the separate runs of one tokenbridge command):
   "@garbage"  a line that is not Assuan
 Commands named in "refuse" get "ERR 536871187 Unknown IPC command". Every command received is appended
 to "<scenario>.log" (the fake never receives a PIN: it only sends them).
+
+"mode" (optional) replaces the answers:
+  "always-empty"  every GETPIN is answered OK without a D line (an empty PIN), after "delay" seconds (default 0),
+                  for ever: a pinentry whose user keeps pressing Enter, or that is broken
+  "never-reads"   greets, then stops reading its stdin with the pipe full (its own write end of /proc/self/fd/0
+                  fills it): the caller's next write finds no room
+Each run writes its pid to "<scenario>.pids" (one a line), so a test can check it was ended.
 """
+import fcntl
 import json
 import os
 import signal
@@ -41,6 +49,9 @@ def main():
     refuse = set(scenario.get("refuse", []))
     log = open(path + ".log", "a")
     pos_file = path + ".pos"
+    mode = scenario.get("mode")
+    with open(path + ".pids", "a") as f:
+        f.write("%d\n" % os.getpid())
 
     def next_answer():
         pos = int(open(pos_file).read()) if os.path.exists(pos_file) else 0
@@ -53,6 +64,22 @@ def main():
         sys.stdout.flush()
 
     repeat = False
+    if mode == "never-reads":
+        # A second write end of our own stdin pipe, non-blocking: fill the pipe to the brim, then greet and never
+        # read. (F_SETPIPE_SZ 4096: the smallest pipe, filled in one go.)
+        w = os.open("/proc/self/fd/0", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
+        except OSError:
+            pass
+        try:
+            while True:
+                os.write(w, b"#" * 4096)
+        except BlockingIOError:
+            pass
+        send("OK Pleased to meet you (scripted, not reading)")
+        while True:
+            time.sleep(3600)
     send("OK Pleased to meet you (scripted)")
     for raw in sys.stdin:
         line = raw.rstrip("\n")
@@ -67,6 +94,12 @@ def main():
         if verb == "BYE":
             send("OK closing connection")
             return
+        if verb == "GETPIN" and mode == "always-empty":
+            log.write("answer @empty\n")
+            log.flush()
+            time.sleep(scenario.get("delay", 0))
+            send("OK")
+            continue
         if verb in ("GETPIN", "CONFIRM"):
             a = next_answer()
             log.write("answer " + ("@pin" if not a.startswith("@") else a) + "\n")

@@ -575,6 +575,11 @@ public struct ErrorReport: Equatable, Sendable {
         status: .serviceUnavailable,
         message: "The PC/SC service (pcscd) is not running. Start it (sudo systemctl start pcscd.socket, or run "
           + "pcscd as root) and try again.")
+    case .serviceUnresponsive:
+      return .init(
+        status: .serviceUnavailable,
+        message: "The PC/SC service (pcscd) does not answer: it runs but is stopped or hung. Restart it (sudo "
+          + "systemctl restart pcscd) and try again.")
     case .noReaders:
       return .init(status: .noToken, message: "No smart-card reader found. Plug in your token and try again.")
     case .noCard(let r): return .init(status: .noToken, message: "Reader \(shown(r)) holds no card.")

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 import TokenDevices
 
 #if canImport(Glibc)
@@ -45,12 +46,32 @@ public struct PinentryDialog: Sendable, Equatable {
   }
 }
 
+/// Ctrl-C while a pinentry dialog is up (set from the SIGINT handler's thread, read by the dialog's). The program
+/// usually got the same Ctrl-C (a terminal pinentry shares our terminal) and ends its dialog as cancelled: it is
+/// given `grace` for that; one that does not (it stopped reading, or never saw the signal) is then stopped and the
+/// dialog ends as the user's cancel.
+public final class PinentryCancellation: Sendable {
+  let requested = Mutex<ContinuousClock.Instant?>(nil)
+  static let grace: Duration = .seconds(1)
+
+  public init() {}
+
+  public func request() { requested.withLock { $0 = $0 ?? .now } }
+
+  /// Past the grace after a request: the dialog is to end now.
+  var isDue: Bool { requested.withLock { $0.map { ContinuousClock.now >= $0 + Self.grace } ?? false } }
+}
+
 /// Asks through a pinentry program (gpg's helper: pinentry-gnome3, -qt, -curses, -tty) over the Assuan
 /// protocol on its stdin/stdout. One program run per question, as gpg-agent does. A cancel (ERR 83886179, any
 /// source) is the user's cancel (`InteractionError.cancelled`), not a failure; optional commands the program
 /// refuses (OPTION, SETREPEAT, SETTIMEOUT) are done without. The PIN arrives percent-encoded on D lines: it is
 /// decoded into a buffer reserved up front (no reallocation leaves a copy) and every buffer that held it is
-/// wiped. The whole dialog is bounded by `timeout`; past it the program is stopped and `.timedOut` thrown.
+/// wiped. The whole conversation is bounded by `timeout`, counted from the first dialog (a program that answers
+/// at once, again and again, cannot make it last longer; each dialog's SETTIMEOUT is what is left); past it the
+/// program is stopped and `.timedOut` thrown. Every write to and read from the program waits in `poll` within that
+/// deadline (our end of its stdin is non-blocking: a program that stops reading cannot block us) and ends early on
+/// `cancellation` (Ctrl-C).
 public final class Pinentry {
   /// Assuan's line limit (without the newline).
   static let maxLine = 1000
@@ -66,6 +87,10 @@ public final class Pinentry {
   public var ttyName: String?
   public var ttyType: String?
   public var lcCtype: String?
+  /// Set by Ctrl-C (`PinentryCancellation.request`).
+  public let cancellation = PinentryCancellation()
+  /// The end of the whole conversation: fixed when the first dialog starts.
+  var conversationDeadline: ContinuousClock.Instant?
 
   public init(program: String, timeout: Double, ttyName: String? = nil, ttyType: String? = nil, lcCtype: String? = nil)
   {
@@ -154,7 +179,11 @@ public final class Pinentry {
 
     init(_ owner: Pinentry) throws {
       self.owner = owner
-      deadline = .now + .milliseconds(Int64((owner.timeout * 1000).rounded()))
+      let end = owner.conversationDeadline ?? .now + .milliseconds(Int64((owner.timeout * 1000).rounded()))
+      owner.conversationDeadline = end
+      guard ContinuousClock.now < end else { throw InteractionError.timedOut }
+      if owner.cancellation.isDue { throw InteractionError.cancelled }
+      deadline = end
       pending = []
       pending.reserveCapacity(4 * Pinentry.maxLine)
       signal(SIGPIPE, SIG_IGN)  // a program that dies makes our write fail with EPIPE, not kill us
@@ -202,6 +231,8 @@ public final class Pinentry {
       pid = child
       toChild = toPipe[1]
       fromChild = fromPipe[0]
+      // Our ends wait in poll, never in the call: a full pipe to a program that stopped reading is a timeout.
+      for fd in [toChild, fromChild] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
     }
 
     deinit {
@@ -227,7 +258,8 @@ public final class Pinentry {
       if let t = owner.ttyName { _ = try optional("OPTION ttyname=\(owner.escape(t))") }
       if let t = owner.ttyType { _ = try optional("OPTION ttytype=\(owner.escape(t))") }
       if let l = owner.lcCtype { _ = try optional("OPTION lc-ctype=\(owner.escape(l))") }
-      let seconds = max(1, Int(owner.timeout.rounded(.up)))
+      let left = ContinuousClock.now.duration(to: deadline)
+      let seconds = max(1, Int(left.components.seconds) + (left.components.attoseconds > 0 ? 1 : 0))
       _ = try optional("SETTIMEOUT \(seconds)")
       _ = try optional("SETTITLE \(owner.escape(title))")
     }
@@ -261,15 +293,36 @@ public final class Pinentry {
     func verb(_ line: String) -> String { String(line.prefix { $0 != " " }) }
 
     func send(_ line: String, data: Secret?) throws -> Reply {
-      let bytes = Array((line + "\n").utf8)
+      try write(Array((line + "\n").utf8), command: verb(line))
+      return try reply(for: verb(line), data: data)
+    }
+
+    /// Writes all of `bytes`, waiting for room in the pipe within the deadline (and Ctrl-C).
+    func write(_ bytes: [UInt8], command: String) throws {
       var off = 0
       while off < bytes.count {
+        try wait(for: toChild, events: POLLOUT, command: command)
         let n = bytes[off...].withUnsafeBytes { Glibc.write(toChild, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { throw ended(verb(line)) }
+        if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+        guard n > 0 else { throw ended(command) }
         off += n
       }
-      return try reply(for: verb(line), data: data)
+    }
+
+    /// Waits until `fd` is ready for `events` (or its other end is closed), in slices short enough to see Ctrl-C.
+    /// Throws `.timedOut` at the deadline, `.cancelled` once a Ctrl-C's grace is over.
+    func wait(for fd: Int32, events: Int32, command: String) throws {
+      while true {
+        if owner.cancellation.isDue { throw InteractionError.cancelled }
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { throw InteractionError.timedOut }
+        let ms = Int32(
+          clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+        var pfd = pollfd(fd: fd, events: Int16(events), revents: 0)
+        let ready = poll(&pfd, 1, min(ms, 100))
+        if ready < 0 && errno != EINTR { throw PinentryError.ended(program: owner.program, command: command) }
+        if ready > 0 { return }
+      }
     }
 
     /// Reads lines up to OK/ERR; D lines are decoded into `data` (nil: a D line is a protocol error). Lines are
@@ -300,8 +353,7 @@ public final class Pinentry {
           outcome = nil
         } else if has("INQUIRE", len) {
           // Nothing of ours is inquired: cancel the inquiry; the command then ends with ERR.
-          let can = Array("CAN\n".utf8)
-          _ = can.withUnsafeBytes { Glibc.write(toChild, $0.baseAddress, $0.count) }
+          try write(Array("CAN\n".utf8), command: command)
           outcome = nil
         } else {
           outcome = nil
@@ -362,10 +414,9 @@ public final class Pinentry {
         guard pending.count <= Pinentry.maxLine + 2 else {
           throw InputError.pinentry(.refused(program: owner.program, command: command, code: nil))
         }
-        let n: Int
-        do { n = try block.withUnsafeMutableBytes { try SecretLineReader.read(fromChild, $0, deadline) } } catch {
-          throw error is InteractionError ? error : PinentryError.ended(program: owner.program, command: command)
-        }
+        try wait(for: fromChild, events: POLLIN, command: command)
+        let n = block.withUnsafeMutableBytes { Glibc.read(fromChild, $0.baseAddress, $0.count) }
+        if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
         guard n > 0 else { throw ended(command) }
         pending.append(contentsOf: block[0..<n])
       }
@@ -387,8 +438,9 @@ public final class Pinentry {
       return InputError.pinentry(.ended(program: owner.program, command: command))
     }
 
-    /// Says BYE (when the program is still there), closes the pipes and reaps the program; one that does not
-    /// end within a second is stopped.
+    /// Says BYE (when the program is still there and has room for it: never waits), closes the pipes and reaps the
+    /// program; one that does not end within a second is stopped. Past the deadline or a Ctrl-C it is stopped at
+    /// once (it did not answer in time, or did not end its dialog when the user cancelled).
     func finish() {
       guard !finished else { return }
       finished = true
@@ -397,7 +449,8 @@ public final class Pinentry {
       close(toChild)
       close(fromChild)
       var status: Int32 = 0
-      for _ in 0..<20 {
+      let abandoned = ContinuousClock.now >= deadline || owner.cancellation.isDue
+      for _ in 0..<(abandoned ? 0 : 20) {
         if waitpid(pid, &status, WNOHANG) != 0 { return }
         usleep(50_000)
       }

@@ -51,7 +51,13 @@ public struct Doctor {
   func pcsc() -> [DoctorCheck] {
     let version = SystemFacts.pcscdVersion.map { "pcsc-lite \($0)" } ?? "pcscd binary not found"
     let context: PCSCContext
-    do { context = try PCSCContext() } catch {
+    do { context = try PCSCContext() } catch .serviceUnresponsive {
+      return [
+        .init(
+          name: "pcscd", ok: false, detail: "does not answer: it runs but is stopped or hung (\(version))",
+          fix: "restart it: systemctl restart pcscd")
+      ]
+    } catch {
       return [
         .init(
           name: "pcscd", ok: false, detail: "not reachable (\(version))",
@@ -69,7 +75,8 @@ public struct Doctor {
       do {
         _ = try context.connect(reader)
       } catch .pcsc(let status, _) where status == .sharingViolation {
-        let holders = SystemFacts.cardHolders().map { "\($0.name) (pid \($0.pid))" }
+        // A process names itself (prctl, exec -a): its name is untrusted text like any token's or server's.
+        let holders = SystemFacts.cardHolders().map { "\(UntrustedText.displayable($0.name)) (pid \($0.pid))" }
         out.append(
           .init(
             name: "card access", ok: false,

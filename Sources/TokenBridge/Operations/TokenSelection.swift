@@ -42,9 +42,11 @@ public struct TokenSelection {
     switch all.count {
     case 0:
       if let missing = Self.missingLibrary(result.unusableCards) { throw .token(missing) }
+      // PC/SC failed beside FIDO2 keys that failed: both are why nothing is usable.
       throw .noToken(
         readers: result.readerCount, emptyReaders: result.emptyReaders,
-        unusable: result.unusableCards.map { "\($0.reader): \(describe($0.reason))" })
+        unusable: result.unusableCards.map { "\($0.reader): \(describe($0.reason))" }
+          + (result.pcscProblem.map { ["smart cards: \(ErrorReport.smartCard($0).message)"] } ?? []))
     case 1: return all[0]
     default:
       guard let selector else { throw .ambiguous(result.tokens) }
@@ -94,6 +96,8 @@ public struct TokenSelection {
     }
     switch result.found.count {
     case 0:
+      // A smart-card command without PC/SC: that is the error, whatever FIDO2 keys were seen.
+      if let p = result.pcscProblem { throw .token(.smartCard(p)) }
       throw .noToken(
         readers: result.readerCount, emptyReaders: result.emptyReaders,
         unusable: result.unusableCards.map { "\($0.reader): \(describe($0.reason))" })

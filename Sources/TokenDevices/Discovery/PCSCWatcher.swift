@@ -86,8 +86,8 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   static func establish() -> SCARDCONTEXT? {
     guard (try? SystemLibrary.pcsclite.load()) != nil else { return nil }  // like no pcscd: nothing to watch
-    var ctx: SCARDCONTEXT = 0
-    guard SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx) == SCARD_S_SUCCESS else { return nil }
+    // Bounded: a pcscd that does not answer is, to a watcher, one that is not there (`PCSCEstablish`).
+    guard let (rv, ctx) = try? PCSCEstablish.context(), rv == SCARD_S_SUCCESS else { return nil }
     return ctx
   }
 

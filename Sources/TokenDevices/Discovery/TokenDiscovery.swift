@@ -341,8 +341,11 @@ public struct TokenDiscovery {
     let probes = lookForKeys ? fido2Side.wait() : []
     collect(probes, into: &result)
     if let pcscError {
-      // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was found.
-      if result.fido2Found.isEmpty && result.listed.isEmpty { throw .smartCard(pcscError) }
+      // No pcscd: FIDO2 keys still work; the PC/SC error matters only when nothing else was seen (a key that
+      // failed its probe is the diagnosis then, with the PC/SC error beside it, not "pcscd is not running").
+      if result.fido2Found.isEmpty && result.listed.isEmpty && result.unusableCards.isEmpty {
+        throw .smartCard(pcscError)
+      }
       result.pcscProblem = pcscError
     }
     return result

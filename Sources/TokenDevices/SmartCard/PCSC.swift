@@ -1,6 +1,8 @@
 import CPCSC
+import Dispatch
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
 /// the cards connected through it are used by one thread at a time.
@@ -9,8 +11,7 @@ public final class PCSCContext {
 
   public init() throws(SmartCardError) {
     do { try SystemLibrary.pcsclite.load() } catch { throw .libraryMissing(error) }
-    var ctx: SCARDCONTEXT = 0
-    let rv = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx)
+    let (rv, ctx) = try PCSCEstablish.context()
     try Self.check(rv, "SCardEstablishContext")
     handle = ctx
   }
@@ -247,5 +248,76 @@ public final class PCSCCard: SmartCardTransport {
     }
     try PCSCContext.check(rv, "SCardTransmit", reader: reader)
     return out
+  }
+}
+
+/// `SCardEstablishContext` with a deadline. A pcscd that accepted our connection but does not answer (stopped with
+/// SIGSTOP, hung) would block pcsc-lite's client for ever: it waits for pcscd's answer in `poll` without a timeout
+/// (1.9.9, winscard_msg.c `MessageReceive`; a full listen backlog blocks it in `connect` before that), holding the
+/// library's global lock, so every later PC/SC call of the process would block too. The first establishment of the
+/// process, the first PC/SC call of every use, therefore runs on a helper thread and is given up after
+/// `answerDeadline`: `.serviceUnresponsive`, and from then on this process makes no PC/SC call (the same error at
+/// once; the stuck thread still holds the lock). Once pcscd has answered, later contexts are established directly
+/// (one thread per process is the whole cost). A pcscd stopped after that is not detected here.
+enum PCSCEstablish {
+  enum State {
+    case unknown
+    case answered
+    case unresponsive
+  }
+
+  static let state = Mutex(State.unknown)
+  /// pcscd answers in milliseconds; a socket-activated one that is starting, within a second or two.
+  static let answerDeadline = 5.0
+
+  /// What `SCardEstablishContext` returned, and the context.
+  static func context() throws(SmartCardError) -> (LONG, SCARDCONTEXT) {
+    switch state.withLock({ $0 }) {
+    case .answered: return establish()
+    case .unresponsive: throw .serviceUnresponsive
+    case .unknown: break
+    }
+    final class Outcome: @unchecked Sendable {
+      let lock = Mutex<(rv: LONG, ctx: SCARDCONTEXT, abandoned: Bool)?>(nil)
+      let done = DispatchSemaphore(value: 0)
+    }
+    let outcome = Outcome()
+    let started = POSIXThread.start(stackSize: 1 << 20) {
+      let (rv, ctx) = establish()
+      let abandoned = outcome.lock.withLock { o -> Bool in
+        if o?.abandoned == true { return true }
+        o = (rv, ctx, false)
+        return false
+      }
+      // Given up on meanwhile: nobody will use the context (pcscd answered late).
+      if abandoned && rv == SCARD_S_SUCCESS { SCardReleaseContext(ctx) }
+      outcome.done.signal()
+    }
+    guard started else { return establish() }
+    if outcome.done.wait(timeout: .now() + answerDeadline) == .timedOut {
+      let result = outcome.lock.withLock { o -> (LONG, SCARDCONTEXT)? in
+        if let o { return (o.rv, o.ctx) }
+        o = (0, 0, true)
+        return nil
+      }
+      guard let result else {
+        state.withLock { $0 = .unresponsive }
+        throw .serviceUnresponsive
+      }
+      return answered(result)
+    }
+    return answered(outcome.lock.withLock { ($0!.rv, $0!.ctx) })
+  }
+
+  static func answered(_ result: (LONG, SCARDCONTEXT)) -> (LONG, SCARDCONTEXT) {
+    // "No service" (no socket, pcscd not running) is an answer too, but not pcscd's: the next use asks anew.
+    if PCSCStatus(result.0) == .success { state.withLock { $0 = .answered } }
+    return result
+  }
+
+  static func establish() -> (LONG, SCARDCONTEXT) {
+    var ctx: SCARDCONTEXT = 0
+    let rv = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx)
+    return (rv, ctx)
   }
 }

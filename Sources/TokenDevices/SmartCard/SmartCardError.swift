@@ -32,6 +32,8 @@ public struct PCSCStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
 public enum SmartCardError: Error, Equatable, Sendable {
   /// pcscd is not running (or speaks another IPC version).
   case serviceUnavailable
+  /// pcscd took the connection but did not answer in time (stopped, hung): PC/SC is not used by this process.
+  case serviceUnresponsive
   /// pcscd runs but has no reader.
   case noReaders
   /// The reader is known but holds no card.

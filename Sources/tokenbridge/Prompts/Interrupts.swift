@@ -31,6 +31,8 @@ final class Interrupts: Sendable {
   let cancellers = Mutex<[Canceller]>([])
   /// A pinentry dialog is up.
   let pinentryActive = Mutex(false)
+  /// What a Ctrl-C tells the pinentry dialog that is up.
+  let pinentryCancellation = Mutex<PinentryCancellation?>(nil)
   /// A pinentry dialog ended as cancelled: the command is ending as the user's cancel (3). The Ctrl-C that ended
   /// it may reach the handler only after the dialog is over; it must not turn that into "interrupted" (130).
   let pinentryCancelled = Mutex(false)
@@ -59,7 +61,13 @@ final class Interrupts: Sendable {
     }
     // A pinentry is asking: it shares our terminal (process group), got the same Ctrl-C and ends its dialog
     // as cancelled (or dies of it): the prompt then ends as the user's cancel (3), its terminal restored by it.
-    if pinentryActive.withLock({ $0 }) || pinentryCancelled.withLock({ $0 }) { return }
+    // One that does not (it stopped reading, or runs elsewhere) is stopped by the dialog after a grace period:
+    // the same cancel (3).
+    if pinentryActive.withLock({ $0 }) {
+      pinentryCancellation.withLock { $0?.request() }
+      return
+    }
+    if pinentryCancelled.withLock({ $0 }) { return }
     // Cancel whatever waits (each canceller does nothing when its key is not in an operation).
     let cancelled = cancellers.withLock { $0.map { $0.cancel() } }.contains(true)
     if cancelled { return }
@@ -80,11 +88,16 @@ final class Interrupts: Sendable {
   }
   func echoRestored() { echo.withLock { $0 = nil } }
 
-  /// Runs a pinentry dialog: Ctrl-C meanwhile is left to the pinentry.
-  func duringPinentry<T>(_ body: () throws -> T) rethrows -> T {
+  /// Runs a pinentry dialog: Ctrl-C meanwhile is left to the pinentry, then to `cancellation` (the dialog stops
+  /// a program that did not end it).
+  func duringPinentry<T>(_ cancellation: PinentryCancellation, _ body: () throws -> T) rethrows -> T {
     arm()
+    pinentryCancellation.withLock { $0 = cancellation }
     pinentryActive.withLock { $0 = true }
-    defer { pinentryActive.withLock { $0 = false } }
+    defer {
+      pinentryActive.withLock { $0 = false }
+      pinentryCancellation.withLock { $0 = nil }
+    }
     do {
       return try body()
     } catch InteractionError.cancelled {

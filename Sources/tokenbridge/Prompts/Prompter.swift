@@ -9,6 +9,11 @@ final class Prompter: PinChanger, PinUserVerifier {
   let reader: SecretLineReader?
   let pinentry: Pinentry?
   let assumeYes: Bool
+  /// Dialogs in a row whose previous answer was refused without reaching the token (empty, too short...): a
+  /// pinentry that keeps answering so would be asked forever (no try is ever spent to end it).
+  var refusedInARow = 0
+  /// How many such re-asks a pinentry gets; then the refusal itself ends the command, as with --pin-fd.
+  static let maxRefusedInARow = 5
 
   init(pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil) {
     reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
@@ -51,7 +56,7 @@ final class Prompter: PinChanger, PinUserVerifier {
       return line
     }
     if let pinentry {
-      return try Interrupts.shared.duringPinentry {
+      return try Interrupts.shared.duringPinentry(pinentry.cancellation) {
         try pinentry.getPin(
           PinentryDialog(title: Self.title, description: about, prompt: pinentryPrompt(prompt), error: notice))
       }
@@ -64,12 +69,24 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   func pinentryPrompt(_ p: String) -> String { Trim.whitespace(p, newlines: false) }
 
+  /// Counts a pinentry round asked again after a refusal that cost no try; past `maxRefusedInARow` ends the input
+  /// (the attempt engine then ends the command with that refusal).
+  func countRefusal(_ last: PinRecoverableError?, expected: ExpectedInput) throws {
+    guard pinentry != nil, reader == nil else { return }
+    switch last {
+    case .invalidCurrent, .invalidNew:
+      refusedInARow += 1
+      if refusedInARow > Self.maxRefusedInARow { throw InputError.noMoreInput(expected: expected) }
+    case .wrong, nil: refusedInARow = 0
+    }
+  }
+
   /// A new secret, typed twice on a terminal or in pinentry (read once from --pin-fd).
   func newSecret(
     _ name: String, expected: ExpectedInput, notice: String? = nil, about: String = "", hint: String? = nil
   ) throws -> Secret {
     if let pinentry, reader == nil {
-      return try Interrupts.shared.duringPinentry {
+      return try Interrupts.shared.duringPinentry(pinentry.cancellation) {
         try pinentry.getPin(
           PinentryDialog(
             title: Self.title, description: about, prompt: "New \(name):", error: notice,
@@ -110,7 +127,7 @@ final class Prompter: PinChanger, PinUserVerifier {
       return true
     }
     if let pinentry, reader == nil {
-      return try Interrupts.shared.duringPinentry {
+      return try Interrupts.shared.duringPinentry(pinentry.cancellation) {
         try pinentry.confirm(title: Self.title, description: warning, ok: "Continue", cancel: "Cancel")
       }
     }
@@ -125,6 +142,9 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
     let op = context.operation
+    try countRefusal(
+      context.lastRecoverableError,
+      expected: op == .setPIN ? .newPIN : .currentAndNew(current: op.authorizing, new: op.target))
     let token = "\(displayable(context.token.name)) (\(context.token.id))"
     let quiet = pinentry != nil && reader == nil  // the pinentry dialog shows all of it
     if op == .setPIN, context.lastRecoverableError == nil, !quiet { say("\(token) has no PIN yet.") }
@@ -155,6 +175,7 @@ final class Prompter: PinChanger, PinUserVerifier {
   // MARK: PinUserVerifier
 
   func providePin(_ context: PinVerificationContext) throws -> Secret {
+    try countRefusal(context.lastRecoverableError, expected: .pin)
     let notice = context.lastRecoverableError.map(ErrorReport.notice)
     let purpose = "PIN to \(displayable(context.purpose))"
     if pinentry != nil && reader == nil {
