@@ -117,14 +117,7 @@ def test_make_credential_and_assertion_verified_by_python_fido2_server(key, prot
     assert reg.client_extension_results == {"hmacCreateSecret": True}
     cred = server.register_complete(state, reg)
     assert cred.flags & 0x04  # user verified with the PIN
-    salt = os.urandom(32)
-    outputs = []
-    for _ in range(2):
-        opts, state = server.authenticate_begin([cred.credential_data], user_verification="required")
-        res = client.get_assertion({**dict(opts.public_key), "extensions": {"hmacGetSecret": {"salt1": salt}}})
-        response = res.get_response(0)
-        server.authenticate_complete(state, [cred.credential_data], response)
-        outputs.append(response.client_extension_results["hmacGetSecret"]["output1"])
+    outputs = hmac_secret_twice(client, server, cred)
     assert outputs[0] == outputs[1]  # hmac-secret is stable for a salt
 
 
@@ -186,3 +179,16 @@ def test_malformed_frames_and_cbor_never_crash_it(key):
         r = dev.call(0x10, body)  # CTAPHID_CBOR
         assert r[0] != 0  # an error status, not a crash
     assert "FIDO_2_1" in key.ctap().info.versions
+
+
+def hmac_secret_twice(client, server, cred):
+    """Two assertions with the same hmac-secret salt, each verified by python-fido2's server: their outputs."""
+    salt = os.urandom(32)
+    outputs = []
+    for _ in range(2):
+        opts, state = server.authenticate_begin([cred.credential_data], user_verification="required")
+        res = client.get_assertion({**dict(opts.public_key), "extensions": {"hmacGetSecret": {"salt1": salt}}})
+        response = res.get_response(0)
+        server.authenticate_complete(state, [cred.credential_data], response)
+        outputs.append(response.client_extension_results["hmacGetSecret"]["output1"])
+    return outputs

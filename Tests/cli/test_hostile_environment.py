@@ -3,15 +3,14 @@ the card's holder, is made displayable like any token's or server's text (class 
 on a machine without pcscd is reported as that key's failure, with the missing pcscd beside it, not as "pcscd is
 not running" alone (class 8)."""
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import tb, wait_until
+from conftest import tb
 from test_doctor_checks import HOLDER
-from test_stalled_key import STALLED_KEY
+from test_stalled_key import stalled_key
 
 # prctl(PR_SET_NAME) takes 15 bytes: an OSC title sequence (ESC ] 0 ; ... BEL) and a colour (ESC [ 31 m).
 HOSTILE_NAME = b"\x1b]0;pw\x07\x1b[31mx"
@@ -50,14 +49,8 @@ def test_doctor_shows_a_card_holders_name_escaped(card, tmp_path):
 
 @pytest.fixture
 def silent_key(tmp_path):
-    path = str(tmp_path / "stall.sock")
-    proc = subprocess.Popen([sys.executable, "-c", STALLED_KEY, path, "silent"])
-    try:
-        wait_until(lambda: os.path.exists(path + ".ready"), "stalled key")
+    with stalled_key(str(tmp_path / "stall.sock"), "silent") as path:
         yield path
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def no_pcscd(tmp_path, key):

@@ -5,6 +5,7 @@ The stalled keys are Python SOCK_SEQPACKET listeners named in TOKENBRIDGE_VIRTUA
 never answers (not even CTAPHID_INIT), "after-init" answers INIT correctly and then goes silent (libfido2's
 getInfo inside fido_dev_open waits). The subprocess timeout of `tb` is only a hang guard; nothing here
 measures time."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -43,17 +44,24 @@ class Stalled(str):
     operation = ""
 
 
-@pytest.fixture(params=["silent", "after-init"])
-def stalled(request, tmp_path):
-    path = Stalled(tmp_path / "stall.sock")
-    path.operation = OPERATION[request.param]
-    proc = subprocess.Popen([sys.executable, "-c", STALLED_KEY, path, request.param])
+@contextlib.contextmanager
+def stalled_key(path, mode):
+    """A key listening at `path` that answers as `mode` says ("silent", "after-init"); killed at the end."""
+    proc = subprocess.Popen([sys.executable, "-c", STALLED_KEY, path, mode])
     try:
         wait_until(lambda: os.path.exists(path + ".ready"), "stalled key")
         yield path
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(params=["silent", "after-init"])
+def stalled(request, tmp_path):
+    path = Stalled(tmp_path / "stall.sock")
+    path.operation = OPERATION[request.param]
+    with stalled_key(path, request.param):
+        yield path
 
 
 @pytest.mark.parametrize("named", [True, False])

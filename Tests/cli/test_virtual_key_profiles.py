@@ -3,7 +3,6 @@ the solo1-like key (CTAP 2.0 + FIDO_2_1_PRE, PIN protocol 1, no pinUvAuthToken, 
 powerCycleState, empty credential-management answers) is accepted as python-fido2 accepts solo1 itself, and its
 credential management without credentials behaves as on solo1; the canokey-like key and --no-power-cycle-state
 leave powerCycleState out. HardwareNotes.md names the firmware functions each behaviour was read from."""
-import os
 import re
 
 import pytest
@@ -16,6 +15,7 @@ from fido2.server import Fido2Server
 from fido2.utils import websafe_decode
 from fido2.webauthn import PublicKeyCredentialRpEntity, PublicKeyCredentialUserEntity
 
+from test_fido2_peer import hmac_secret_twice
 from fido2_conn import Key, open_device
 
 ERR = CtapError.ERR
@@ -67,14 +67,7 @@ def test_solo1_legacy_token_hmac_secret_and_assertion(solo1):
     assert reg.client_extension_results == {"hmacCreateSecret": True}
     cred = server.register_complete(state, reg)
     assert cred.flags & 0x04  # user verified with the legacy token
-    salt = os.urandom(32)
-    outputs = []
-    for _ in range(2):
-        opts, state = server.authenticate_begin([cred.credential_data], user_verification="required")
-        res = client.get_assertion({**dict(opts.public_key), "extensions": {"hmacGetSecret": {"salt1": salt}}})
-        response = res.get_response(0)
-        server.authenticate_complete(state, [cred.credential_data], response)
-        outputs.append(response.client_extension_results["hmacGetSecret"]["output1"])
+    outputs = hmac_secret_twice(client, server, cred)
     assert outputs[0] == outputs[1] and len(websafe_decode(outputs[0])) == 32
     subs = pin_subcommands(solo1)
     assert 0x05 in subs and 0x09 not in subs
