@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// The kinds of token TokenBridge drives.
 public enum TokenKind: String, Codable, Sendable {
@@ -66,35 +67,31 @@ public struct UnusableToken: Sendable, Equatable {
   }
 }
 
-/// Hands one probe's outcome from its thread to the thread that collects it. `@unchecked`: the value (a session,
-/// not `Sendable`) moves from the probing thread, which drops it after `put`, to the one `wait` returns it to.
+/// Hands one probe's outcome from its thread to the thread that collects it. The value (a session, not `Sendable`)
+/// moves from the probing thread, which has no use of it after `store`, to the one `wait` returns it to; the
+/// semaphore orders the write before the read (`release` happens after `store`, the read after `wait`), so no lock
+/// is needed. `@unchecked`: region checking cannot see that move (the session is made with the probing thread's
+/// PC/SC context), so neither `sending` nor a `Mutex` can carry it.
 final class Handover<T>: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
-  private let lock = Lock()
   private var value: T?
   func put(_ v: T) {
     store(v)
     release()
   }
   /// Keeps the value without waking the waiter yet (`release` does).
-  func store(_ v: T) { lock.withLock { value = v } }
+  func store(_ v: T) { value = v }
   func release() { done.signal() }
   func wait() -> T {
     done.wait()
-    return lock.withLock { value! }
+    return value!
   }
 }
 
 /// Hands out 0, 1, 2, ... to whichever thread asks.
-final class Counter: @unchecked Sendable {
-  private let lock = Lock()
-  private var value = 0
-  func increment() -> Int {
-    lock.withLock {
-      defer { value += 1 }
-      return value
-    }
-  }
+final class Counter: Sendable {
+  private let value = Atomic(0)
+  func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).oldValue }
 }
 
 /// What discovery found, including readers that hold no token we can use (so messages can say why).
@@ -180,24 +177,21 @@ public struct TokenDiscovery {
     case unusable(UnusableToken)
   }
 
-  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines).
-  /// `@unchecked`: the outcome holds a non-Sendable `FIDO2Session` whose ownership moves from the probing thread
-  /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
-  /// value created on another thread), so a lock guards the one stored property instead. `collect` blocks on a
-  /// semaphore until the probe ends (it polled every 10 ms before: a probe ending just after PC/SC discovery
-  /// cost a command up to 10 ms of sleep).
+  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines). The outcome
+  /// holds a non-Sendable `FIDO2Session` that moves from the probing thread (which has no use of it after `put`)
+  /// to `collect`, as `Handover` does: the semaphore orders the write before the read, and a probe that has not
+  /// signalled by the deadline is never read. `collect` blocks on the semaphore until the probe ends.
   final class ProbeOutcome: @unchecked Sendable {
-    private let lock = Lock()
     private let done = DispatchSemaphore(value: 0)
     private var value: (FIDO2Probe, [String])?
     func put(_ v: (FIDO2Probe, [String])) {
-      lock.withLock { value = v }
+      value = v
       done.signal()
     }
     /// The outcome, waited for until `deadline` (uptime nanoseconds); nil when the probe has not ended by then.
     func take(until deadline: UInt64) -> (FIDO2Probe, [String])? {
       guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
-      return lock.withLock { value.take() }
+      return value.take()
     }
   }
 

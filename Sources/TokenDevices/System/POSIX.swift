@@ -6,29 +6,6 @@
 // POSIX directly: full Foundation links CoreFoundation and ICU's data (~32 MiB) into the binary, FoundationEssentials
 // does not (issue 12). One helper per need, shared by TokenBridge and the CLI (re-exported by TokenBridge).
 
-/// A mutual-exclusion lock (a pthread mutex), for state that `Mutex` cannot hold (a non-Sendable value handed from
-/// one thread to another).
-public final class Lock: @unchecked Sendable {
-  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-  public init() {
-    mutex = .allocate(capacity: 1)
-    mutex.initialize(to: pthread_mutex_t())
-    pthread_mutex_init(mutex, nil)
-  }
-
-  deinit {
-    pthread_mutex_destroy(mutex)
-    mutex.deallocate()
-  }
-
-  public func withLock<T>(_ body: () throws -> T) rethrows -> T {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    return try body()
-  }
-}
-
 /// Threads of their own for blocking calls (libusb's event loop, inotify, SCardGetStatusChange, libfido2 probes).
 public enum POSIXThread {
   private final class Body {
