@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 import TokenDevices
 
 /// Settings from `$XDG_CONFIG_HOME/tokenbridge/config.json` (all optional; command-line options win). Every key

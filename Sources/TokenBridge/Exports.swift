@@ -22,13 +22,3 @@ public typealias FIDO2ResidentCredential = TokenDevices.FIDO2ResidentCredential
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
 public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }
-
-/// Overwrites a buffer that held a secret (the compiler may not elide it).
-public func wipeSecret(_ bytes: inout [UInt8]) { wipe(&bytes) }
-
-// POSIX and string helpers in place of full Foundation's (TokenDevices/System; issue 12: no ICU in the binary).
-public typealias FileIO = TokenDevices.FileIO
-public typealias Environment = TokenDevices.Environment
-public typealias Subprocess = TokenDevices.Subprocess
-public typealias Hex = TokenDevices.Hex
-public typealias Trim = TokenDevices.Trim

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 import TokenDevices
 import UAFCore
 

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
 import Synchronization
 import TokenDevices
 import UAFCore

@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Platform
 import Synchronization
 
 #if canImport(Glibc)

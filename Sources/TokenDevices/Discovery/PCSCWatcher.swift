@@ -1,6 +1,7 @@
 import CPCSC
 import Dispatch
 import FoundationEssentials
+import Platform
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
 import Synchronization
 
 /// The kinds of token TokenBridge drives.

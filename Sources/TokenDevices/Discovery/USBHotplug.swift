@@ -1,6 +1,7 @@
 import CUSB
 import Dispatch
 import FoundationEssentials
+import Platform
 import Synchronization
 
 /// A USB device arriving or leaving, as libusb's hotplug reports it.

@@ -2,6 +2,7 @@ import CFido2
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// A FIDO2 key as libfido2 sees it: a hidraw path, or a virtual key's socket.
 public struct FIDO2DeviceRef: Sendable, Equatable {

@@ -1,3 +1,5 @@
+import Platform
+
 /// PIN and PUK management: SP 800-73-4 Part 2 §3.2.1 VERIFY, §3.2.2 CHANGE REFERENCE DATA,
 /// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card answers it.
 extension PIVSession {

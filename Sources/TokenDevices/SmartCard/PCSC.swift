@@ -1,6 +1,7 @@
 import CPCSC
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
 /// the cards connected through it are used by one thread at a time.

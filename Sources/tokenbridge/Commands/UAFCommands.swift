@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 /// Options of commands that talk to a server.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 /// Implements the library's interaction protocols for the CLI: the terminal when there is one, a pinentry
@@ -117,7 +118,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     guard let terminal else { throw InputError.notConfirmed(about) }
     terminal.write(warning + " Type yes to continue: ")
     var answer = try terminal.readLine(echo: true)
-    defer { wipeSecret(&answer) }
+    defer { wipe(&answer) }
     return Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false).lowercased() == "yes"
   }
 

@@ -1,10 +1,9 @@
 import Foundation
+import Platform
 import Synchronization
 import Testing
 
-@testable import TokenDevices
-
-/// The helpers that replace full Foundation in the client (System/POSIX.swift, System/Text.swift) give what
+/// The Platform helpers that replace full Foundation in the client give what
 /// Foundation gave: compared with Foundation itself here (the tests may link it; the client does not).
 @Suite struct POSIXHelperTests {
   @Test func pathStringsMatchNSString() {

@@ -1,5 +1,3 @@
-// String helpers that full Foundation gave (String(format:), trimmingCharacters(in:)), without it (see POSIX.swift).
-
 /// Hex digits as `String(format: "%0Nx")` made them.
 public enum Hex {
   /// `value` in hex, zero-padded to `width` digits ("%04x"; "%02X" with `uppercase`).
@@ -30,26 +28,25 @@ public enum Hex {
   }
 }
 
-/// Trimming as `trimmingCharacters(in:)` did, scalar by scalar.
-public enum Trim {
-  /// `s` without leading and trailing white space: `CharacterSet.whitespacesAndNewlines` (Unicode White_Space),
-  /// or with `newlines: false` `CharacterSet.whitespaces` (spaces, category Zs, and tab); both sets also held
-  /// U+200B ZERO WIDTH SPACE (a space separator in Unicode before 4.0.1), so it is trimmed too.
-  public static func whitespace(_ s: some StringProtocol, newlines: Bool = true) -> String {
-    scalars(s) {
-      $0 == "\u{200B}"
-        || (newlines ? $0.properties.isWhitespace : ($0 == "\t" || $0.properties.generalCategory == .spaceSeparator))
-    }
-  }
+extension Sequence where Element == UInt8 {
+  /// Upper-case hex with a space between bytes, for traces and messages.
+  public var hexString: String { Hex.string(self, uppercase: true, separator: UInt8(ascii: " ")) }
+}
 
-  /// `s` without the leading and trailing scalars `trimmed` holds for.
-  public static func scalars(_ s: some StringProtocol, _ trimmed: (Unicode.Scalar) -> Bool) -> String {
-    let u = s.unicodeScalars
-    guard let first = u.firstIndex(where: { !trimmed($0) }), let last = u.lastIndex(where: { !trimmed($0) }) else {
-      return ""
+extension Array where Element == UInt8 {
+  /// Parses hex, ignoring spaces and colons; `nil` on any other character or an odd count.
+  public init?(hex: String) {
+    let digits = hex.filter { !$0.isWhitespace && $0 != ":" }
+    guard digits.count % 2 == 0 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(digits.count / 2)
+    var idx = digits.startIndex
+    while idx < digits.endIndex {
+      let next = digits.index(idx, offsetBy: 2)
+      guard let b = UInt8(digits[idx..<next], radix: 16) else { return nil }
+      out.append(b)
+      idx = next
     }
-    var out = String.UnicodeScalarView()
-    out.append(contentsOf: u[first...last])
-    return String(out)
+    self = out
   }
 }
