@@ -1,7 +1,7 @@
 import Glibc
 
-/// Directory listings with opendir/readdir. FoundationEssentials' `contentsOfDirectory` costs 0.2M instructions
-/// on its first use (generic sequence machinery), and discovery lists /sys/class/hidraw in every command.
+/// Directory listings with opendir/readdir, not FoundationEssentials' `contentsOfDirectory` (generic sequence
+/// machinery at its first use): discovery lists /sys/class/hidraw in every command (docs/performance.md).
 public enum Directory {
   /// The entries of `path` (without "." and ".."); nil when it cannot be read.
   public static func names(_ path: String) -> [String]? {

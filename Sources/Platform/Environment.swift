@@ -1,8 +1,8 @@
 import Glibc
 
 /// Environment variables, one at a time with getenv. FoundationEssentials' `ProcessInfo.processInfo.environment`
-/// builds a dictionary of the whole environment on its first use: 1.7M instructions at the start of every command
-/// (callgrind), more than parsing the command line.
+/// builds a dictionary of the whole environment on its first use, at the start of every command
+/// (docs/performance.md).
 public enum Environment {
   public static func value(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 

@@ -11,8 +11,8 @@ public enum Hex {
     string(bytes, uppercase: false, separator: nil)
   }
 
-  /// Bytes as hex, two digits each, `separator` between them. Written into one byte buffer: a `String` per byte
-  /// joined (and an AAGUID's spaces then removed with `replacing`) was 128K instructions per FIDO2 key listed.
+  /// Bytes as hex, two digits each, `separator` between them. Written into one byte buffer, not a `String` per
+  /// byte joined (docs/performance.md).
   public static func string(_ bytes: some Sequence<UInt8>, uppercase: Bool, separator: UInt8?) -> String {
     let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
     var out: [UInt8] = []

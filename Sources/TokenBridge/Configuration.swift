@@ -73,8 +73,8 @@ public struct Configuration: Equatable, Sendable {
 
   public static var file: URL { URL(fileURLWithPath: filePath) }
 
-  /// The paths as strings: every command reads the configuration, and building them as URLs
-  /// (`appendingPathComponent`) cost 0.35M instructions, an eighth of a PIN change (issue 12).
+  /// The paths as strings, not URLs (`appendingPathComponent`): every command reads the configuration
+  /// (docs/performance.md).
   static var directoryPath: String { xdg("XDG_CONFIG_HOME", default: ".config") + "/tokenbridge" }
   static var filePath: String { directoryPath + "/config.json" }
 

@@ -6,7 +6,7 @@ extension TokenDiscovery {
   /// The discovery id of a FIDO2 key: `fido2-<socket name>` for virtual keys, `fido2-<hidraw name>` otherwise
   /// (CTAP has no serial number; see HardwareNotes.md). Known without opening the key.
   public static func fido2ID(_ ref: FIDO2DeviceRef) -> String {
-    let name = PathString.last(ref.path)  // not URL: building one was 1.5% of a 12-token listing (perf)
+    let name = PathString.last(ref.path)  // not a URL (docs/performance.md)
     return "fido2-" + String(name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
   }
 

@@ -89,8 +89,7 @@ extension TokenDiscovery {
 
   /// How many threads probe cards: a probe mostly waits on pcscd and the card, so more threads than CPUs pay while
   /// the waits are long (real readers), and cost while they are short: each thread is a thread start and a PC/SC
-  /// context (3 more round trips to pcscd). Measured with 8 virtual cards on 2 CPUs (`tokens --json`, median):
-  /// one thread 7.29 ms, 2: 6.00, 3: 5.77, 4: 5.56, one per card (8): 6.36.
+  /// context (3 more round trips to pcscd). Twice the CPUs, at least 4: docs/performance.md has the measurement.
   static let cardProbeThreads = max(4, 2 * Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 
   /// What one PIV probe found.

@@ -38,7 +38,7 @@ struct Authenticate: ParsableCommand {
   func run() throws {
     try options.execute {
       let ctx = try UAFContext(options)
-      // Signing in needs nothing getInfo says before the key is used: none is sent (issue 12).
+      // Signing in needs nothing getInfo says before the key is used: none is sent beyond libfido2's own.
       let ops = try ctx.operations(serverOptions, fido2Info: false)
       do {
         let who = try ops.authenticate(

@@ -94,8 +94,7 @@ final class Prompter: PinChanger, PinUserVerifier {
   func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
     -> String
   {
-    // Appended line by line: `joined(separator:)`'s first use (generic witness lookups) was 0.2M instructions, a
-    // ninth of a whole PIN change (issue 12).
+    // Appended line by line: `joined(separator:)`'s first use costs generic witness lookups (docs/performance.md).
     var text = "\(displayable(token.name)) (\(token.id))\n\(status.kind.rawValue): \(Render.tries(status))"
     if protection.isLastAttempt {
       text += "\nThis is the last try: a wrong \(status.kind.rawValue) now blocks it."
