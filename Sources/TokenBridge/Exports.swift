@@ -1,9 +1,9 @@
 import TokenDevices
 import UAFCore
 
-// The vocabulary front ends show: value types of the lower layers, re-exported so a front end imports
-// `TokenBridge` only (ARCHITECTURE.md: the CLI never reaches into the device layer). Operations on devices
-// stay behind the library's own API.
+// The vocabulary front ends show: value types of the lower layers, re-exported so a front end never imports the
+// device layer or the protocol core (ARCHITECTURE.md). Operations on devices stay behind the library's own API;
+// a front end's own I/O (standard streams, environment, subprocesses) comes from `Platform`.
 public typealias TokenInfo = TokenDevices.TokenInfo
 public typealias TokenKind = TokenDevices.TokenKind
 public typealias PINStatus = TokenDevices.PINStatus
