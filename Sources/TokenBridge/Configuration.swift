@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 import TokenDevices
 
 /// Settings from `$XDG_CONFIG_HOME/tokenbridge/config.json` (all optional; command-line options win). Every key
@@ -72,8 +73,8 @@ public struct Configuration: Equatable, Sendable {
 
   public static var file: URL { URL(fileURLWithPath: filePath) }
 
-  /// The paths as strings: every command reads the configuration, and building them as URLs
-  /// (`appendingPathComponent`) cost 0.35M instructions, an eighth of a PIN change (issue 12).
+  /// The paths as strings, not URLs (`appendingPathComponent`): every command reads the configuration
+  /// (docs/performance.md).
   static var directoryPath: String { xdg("XDG_CONFIG_HOME", default: ".config") + "/tokenbridge" }
   static var filePath: String { directoryPath + "/config.json" }
 

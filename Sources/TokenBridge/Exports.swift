@@ -1,9 +1,9 @@
 import TokenDevices
 import UAFCore
 
-// The vocabulary front ends show: value types of the lower layers, re-exported so a front end imports
-// `TokenBridge` only (ARCHITECTURE.md: the CLI never reaches into the device layer). Operations on devices
-// stay behind the library's own API.
+// The vocabulary front ends show: value types of the lower layers, re-exported so a front end never imports the
+// device layer or the protocol core (ARCHITECTURE.md). Operations on devices stay behind the library's own API;
+// a front end's own I/O (standard streams, environment, subprocesses) comes from `Platform`.
 public typealias TokenInfo = TokenDevices.TokenInfo
 public typealias TokenKind = TokenDevices.TokenKind
 public typealias PINStatus = TokenDevices.PINStatus
@@ -22,13 +22,3 @@ public typealias FIDO2ResidentCredential = TokenDevices.FIDO2ResidentCredential
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
 public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }
-
-/// Overwrites a buffer that held a secret (the compiler may not elide it).
-public func wipeSecret(_ bytes: inout [UInt8]) { wipe(&bytes) }
-
-// POSIX and string helpers in place of full Foundation's (TokenDevices/System; issue 12: no ICU in the binary).
-public typealias FileIO = TokenDevices.FileIO
-public typealias Environment = TokenDevices.Environment
-public typealias Subprocess = TokenDevices.Subprocess
-public typealias Hex = TokenDevices.Hex
-public typealias Trim = TokenDevices.Trim

@@ -1,3 +1,5 @@
+import Platform
+
 /// Which secret a PIN failure is about.
 public enum PINKind: String, Sendable, Equatable, Codable {
   case pin = "PIN"

@@ -28,8 +28,8 @@ public enum PinValidationError: Error, Equatable, Sendable, CustomStringConverti
   }
 }
 
-/// A PIN policy for tokens whose PINs are short codes (PIV: 6-8 bytes; NIST SP 800-73-4 Part 2 §2.4.3
-/// asks for digits only, a YubiKey takes any byte).
+/// A PIN policy for tokens whose PINs are short codes (PIV's: `PinPolicy.pivPIN` and `.pivPUK` in TokenBridge, from
+/// the reference-data length the device layer pads to).
 public struct PinPolicy: Sendable, Equatable, Codable {
   public var minLength: Int
   public var maxLength: Int
@@ -41,10 +41,10 @@ public struct PinPolicy: Sendable, Equatable, Codable {
     self.digitsOnly = digitsOnly
   }
 
-  /// PIV application PIN: 6-8 digits.
-  public static let pivPIN = PinPolicy(minLength: 6, maxLength: 8, digitsOnly: true)
-  /// PIV PUK: 6-8 bytes of any value (YubiKey; NIST's 8 digits fits within it).
-  public static let pivPUK = PinPolicy(minLength: 6, maxLength: 8, digitsOnly: false)
+  /// A policy for values of `lengths` bytes.
+  public init(lengths: ClosedRange<Int>, digitsOnly: Bool) {
+    self.init(minLength: lengths.lowerBound, maxLength: lengths.upperBound, digitsOnly: digitsOnly)
+  }
 
   /// Checks a new value (and that it differs from `old`, when given). The first failure wins, in the order
   /// empty, onlyNumbers, tooShort, tooLong, sameAsOld.

@@ -1,3 +1,4 @@
+import Platform
 import Testing
 
 @testable import TokenDevices

@@ -2,7 +2,8 @@ import Testing
 import UAFCore
 
 @Suite struct PinPolicyTests {
-  let piv = PinPolicy.pivPIN
+  /// PIV's PIN policy (TokenBridge's `PinPolicy.pivPIN`): 6-8 digits.
+  let piv = PinPolicy(lengths: 6...8, digitsOnly: true)
 
   @Test func acceptsSixToEightDigits() {
     for pin in ["123456", "1234567", "12345678"] { #expect(piv.validate(new: Array(pin.utf8)) == nil) }
@@ -32,8 +33,8 @@ import UAFCore
   }
 
   @Test func pukPolicyAllowsAnyBytes() {
-    #expect(PinPolicy.pivPUK.validate(new: Array("abcdef".utf8)) == nil)
-    #expect(PinPolicy.pivPUK.validate(new: Array("abcde".utf8)) == .tooShort(minimum: 6))
+    #expect(PinPolicy(lengths: 6...8, digitsOnly: false).validate(new: Array("abcdef".utf8)) == nil)
+    #expect(PinPolicy(lengths: 6...8, digitsOnly: false).validate(new: Array("abcde".utf8)) == .tooShort(minimum: 6))
   }
 }
 

@@ -37,9 +37,9 @@ def test_python_fido2_finds_and_talks_to_it(dut):
 
 
 def test_tokenbridge_flows_through_libfido2_hidraw_enumeration(dut):
-    """Over the kernel's hidraw node: `tokens` (its own CTAPHID, the node found as libfido2's manifest finds it), and
-    libfido2's enumeration with our hidraw I/O (HidrawFIDOIO) for pin set/status, register, authenticate, deregister
-    against the RP in the guest: both see the same key under the same id."""
+    """Over the kernel's hidraw node: `tokens` and, through libfido2's enumeration with our hidraw I/O
+    (HidrawFIDOIO), pin set/status, register, authenticate, deregister against the RP in the guest: every command
+    sees the same key under the same id."""
     result = flows(dut, "fido")
     steps = {s["cmd"].split(" --")[0]: s for s in result["steps"]}
     assert all(s["rc"] == 0 for s in result["steps"]), result["steps"]

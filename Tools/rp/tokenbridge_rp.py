@@ -11,7 +11,7 @@ Dispatches can come encrypted for the target's `encryptionKey` (`"encrypt": true
 compact JWE, ECDH-ES + A256GCM, as the client's Sources/TokenBridge/OutOfBand/PayloadEncryption.swift expects),
 and the QR dispatchers answer a PNG (base64) rendered with segno; `POST /_admin/qr {"text"}` renders any text.
 See ../shared/specs/backend-contract.md (sections 1-3, 5, 6); the wire choices where it is silent are the client's
-Sources/TokenBridge/Device/DeviceWire.swift.
+Sources/TokenBridge/DeviceInformation/DeviceWire.swift.
 """
 import argparse
 import base64

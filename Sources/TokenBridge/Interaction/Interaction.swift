@@ -1,3 +1,4 @@
+import Platform
 import TokenDevices
 import UAFCore
 

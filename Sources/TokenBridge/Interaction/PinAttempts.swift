@@ -135,9 +135,10 @@ struct PinAttempts {
 
 /// What a token takes as a current PIN/PUK at all (checked before anything is sent).
 enum TokenFormat {
-  /// PIV reference data: 6-8 bytes, any value (SP 800-73-4 Part 2 §2.4.3 asks digits for new PINs; a YubiKey
-  /// takes any byte, so a current PIN set elsewhere may hold others). HardwareNotes.md, PIV PIN format.
-  static let pivReferenceData = PinPolicy(minLength: 6, maxLength: 8, digitsOnly: false)
+  /// PIV reference data: any value of `PIVSession.referenceDataLength` bytes (SP 800-73-4 Part 2 §2.4.3 asks
+  /// digits for new PINs; a YubiKey takes any byte, so a current PIN set elsewhere may hold others).
+  /// HardwareNotes.md, PIV PIN format.
+  static let pivReferenceData = PinPolicy(lengths: PIVSession.referenceDataLength, digitsOnly: false)
   /// A FIDO2 PIN: UTF-8, at least 4 code points after NFC, at most 63 bytes (CTAP 2.1 §6.5.1).
   static let fido2PIN = PasswordPolicy(minPINLength: 4)
 }

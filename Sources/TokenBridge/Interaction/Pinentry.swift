@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import Synchronization
 import TokenDevices
 

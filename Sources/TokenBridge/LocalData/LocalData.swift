@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import Synchronization
 import TokenDevices
 
@@ -203,8 +204,8 @@ public final class LocalData: Sendable {
     }
   }
 
-  /// One query, grouped by SQLite: with 10,000 registrations, decoding every record and looking each account
-  /// up in the list made so far took seconds (issue 12, scale).
+  /// One query, grouped by SQLite, not every record decoded and grouped here: the listing stays fast with
+  /// 10,000 registrations (docs/performance.md).
   public func accounts() throws(LocalDataError) -> [Account] {
     try read { db in
       try db.query(

@@ -1,8 +1,8 @@
 import CSQLite
 import FoundationEssentials
 
-/// A thin layer over SQLite's C API for the local data (issue 12: GRDB pulled full Foundation, and with it ICU's
-/// 32 MiB, into the binary). One connection, prepared statements, typed values, transactions. Values keep the
+/// A thin layer over SQLite's C API for the local data (a Swift wrapper such as GRDB pulls in full Foundation and
+/// ICU's data: docs/performance.md). One connection, prepared statements, typed values, transactions. Values keep the
 /// encodings GRDB wrote, so databases stay readable both ways: text, integers, Data as a blob, Date as text
 /// "yyyy-MM-dd HH:mm:ss.SSS" in UTC (`SQLiteDate`).
 

@@ -1,6 +1,7 @@
 import CHTTP
 import FoundationEssentials
 import Glibc
+import Platform
 import TokenDevices
 
 /// One HTTP request at a time, synchronously, with a cap on the answer's body: the body is read in chunks as

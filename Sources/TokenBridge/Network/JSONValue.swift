@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import TokenDevices
 
 /// What JSONSerialization gave the client (FoundationEssentials has none): objects read into `JSONValue`

@@ -1,5 +1,6 @@
 import Crypto
 import FoundationEssentials
+import Platform
 import TokenDevices
 
 /// Key generation and signing on a PIV token, from the client library (the CLI only wires prompts).

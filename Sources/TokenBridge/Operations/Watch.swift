@@ -1,6 +1,8 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
+import Synchronization
 import TokenDevices
 import UAFCore
 
@@ -105,10 +107,10 @@ public final class TokenWatch: @unchecked Sendable {
   public private(set) var hotplug: String
   public var sys = "/sys"
 
-  private let lock = Lock()
-  private var inputs: [Input] = []
+  /// What the watchers reported and `run` has not handled yet, and whether `stop` was called (the watchers and
+  /// `stop` run on other threads than `run`).
+  private let queue = Mutex((inputs: [Input](), stopped: false))
   private let pending = DispatchSemaphore(value: 0)
-  private var stopped = false
 
   let pcsc: PCSCWatcher
   let nodes: FIDONodeEvents
@@ -133,13 +135,13 @@ public final class TokenWatch: @unchecked Sendable {
   public var pcscAvailable: Bool { pcsc.available }
 
   func push(_ input: Input) {
-    lock.withLock { inputs.append(input) }
+    queue.withLock { $0.inputs.append(input) }
     pending.signal()
   }
 
   /// Ends `run` (from a signal handler's queue, or a test).
   public func stop() {
-    lock.withLock { stopped = true }
+    queue.withLock { $0.stopped = true }
     pending.signal()
   }
 
@@ -167,9 +169,9 @@ public final class TokenWatch: @unchecked Sendable {
     while true {
       let next = groups.values.compactMap { $0.token == nil ? $0.deadline : $0.lossDeadline }.min()
       if let next { _ = pending.wait(timeout: next) } else { pending.wait() }
-      let (batch, done) = lock.withLock { () -> ([Input], Bool) in
-        defer { inputs.removeAll() }
-        return (inputs, stopped)
+      let (batch, done) = queue.withLock { queue -> ([Input], Bool) in
+        defer { queue.inputs.removeAll() }
+        return (queue.inputs, queue.stopped)
       }
       if done { return }
       for input in batch { handle(input, emit) }

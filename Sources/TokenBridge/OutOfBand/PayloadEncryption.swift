@@ -1,5 +1,6 @@
 import Crypto
 import FoundationEssentials
+import Platform
 import TokenDevices
 import UAFCore
 

@@ -185,8 +185,8 @@ public struct TokenListing: Sendable {
   public init(trace: TraceSink?, wait: TokenWait? = nil, id: String? = nil) throws(OperationError) {
     let (r, tokens) = try wait.run(id: id) { () throws(OperationError) -> (DiscoveryResult, [TokenInfo]) in
       let r: DiscoveryResult
-      // A listing keeps no session (`TokenDiscovery.sessions`): cards are let go by the threads that read them, and
-      // keys are read over our own CTAPHID, without loading libfido2.
+      // A listing keeps no session (`TokenDiscovery.sessions`): cards are let go and keys closed by the threads
+      // that read them.
       var discovery = TokenDiscovery(trace: trace)
       discovery.sessions = false
       do throws(TokenError) { r = try discovery.discover() } catch { throw .token(error) }

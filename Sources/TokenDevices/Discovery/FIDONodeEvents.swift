@@ -1,5 +1,7 @@
 import Dispatch
 import FoundationEssentials
+import Platform
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -25,10 +27,9 @@ public final class FIDONodeEvents: @unchecked Sendable {
   let virtualPaths: Set<String>
   let dev: String
   let sys: String
-  private let lock = Lock()
-  private var stopped = false
+  /// Whether `stop` was called, and whether the event thread runs (`stop` runs on another thread than the loop).
+  private let state = Mutex((stopped: false, running: false))
   private let done = DispatchSemaphore(value: 0)
-  private var running = false
   /// The FIDO nodes present when this was made (the events are about changes from there).
   public private(set) var initial: [String] = []
 
@@ -80,21 +81,18 @@ public final class FIDONodeEvents: @unchecked Sendable {
 
   public func start(_ handler: @escaping @Sendable (FIDONodeEvent) -> Void) {
     guard fd >= 0 else { return }
-    lock.withLock { running = true }
+    state.withLock { $0.running = true }
     let started = POSIXThread.start { [self] in
       run(handler)
       done.signal()
     }
-    if !started { lock.withLock { running = false } }  // `stop` must not wait for a thread that never ran
+    if !started { state.withLock { $0.running = false } }  // `stop` must not wait for a thread that never ran
   }
 
   public func stop() {
-    let wasRunning = lock.withLock { () -> Bool in
-      defer {
-        stopped = true
-        running = false
-      }
-      return running
+    let wasRunning = state.withLock { state -> Bool in
+      defer { state = (stopped: true, running: false) }
+      return state.running
     }
     if wake.write >= 0 { _ = write(wake.write, "x", 1) }
     if wasRunning { done.wait() }
@@ -104,7 +102,7 @@ public final class FIDONodeEvents: @unchecked Sendable {
   func run(_ handler: @escaping @Sendable (FIDONodeEvent) -> Void) {
     var buffer = [UInt8](repeating: 0, count: 8192)
     var fido: Set<String> = Set(initial)
-    while !lock.withLock({ stopped }) {
+    while !state.withLock({ $0.stopped }) {
       var fds = [
         pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
       ]

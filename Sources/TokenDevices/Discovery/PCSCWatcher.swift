@@ -1,6 +1,8 @@
 import CPCSC
 import Dispatch
 import FoundationEssentials
+import Platform
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -26,10 +28,9 @@ public enum PCSCEvent: Equatable, Sendable {
 ///
 /// Make the watcher, read `cards` (the state when it was made), then `start`: nothing between is missed.
 public final class PCSCWatcher: @unchecked Sendable {
-  /// Guards `context` and `stopped` (`stop` runs on another thread than the loop).
-  private let lock = Lock()
-  private var context: SCARDCONTEXT?
-  private var stopped = false
+  /// The PC/SC context (nil while pcscd is away) and whether `stop` was called (`stop` runs on another thread than
+  /// the loop).
+  private let state: Mutex<(context: SCARDCONTEXT?, stopped: Bool)>
   private let wake: (read: Int32, write: Int32)
   /// Last seen per reader: card present, and pcsc-lite's event counter (the high word of dwEventState).
   private var known: [String: (present: Bool, counter: DWORD, raw: DWORD)] = [:]
@@ -49,8 +50,9 @@ public final class PCSCWatcher: @unchecked Sendable {
     wake = WakePipe.make()
     let env = Environment.value("PCSCLITE_CSOCK_NAME")
     socketPath = env.flatMap { $0.isEmpty ? nil : $0 } ?? "/run/pcscd/pcscd.comm"
-    if let ctx = Self.establish() {
-      context = ctx
+    let established = Self.establish()
+    state = Mutex((context: established, stopped: false))
+    if let ctx = established {
       available = true
       if case .ok = refresh(ctx, timeoutMs: 0, report: { _ in }) {
         cards = known.filter(\.value.present).map(\.key).sorted()
@@ -61,7 +63,7 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   deinit {
     stop()
-    if let c = context { SCardReleaseContext(c) }
+    if let c = state.withLock({ $0.context }) { SCardReleaseContext(c) }
     if wake.read >= 0 {
       close(wake.read)
       close(wake.write)
@@ -75,14 +77,14 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   /// Ends the loop (SCardCancel wakes a waiting SCardGetStatusChange; the pipe wakes a wait for pcscd).
   public func stop() {
-    lock.withLock {
-      stopped = true
-      if let c = context { SCardCancel(c) }
+    state.withLock {
+      $0.stopped = true
+      if let c = $0.context { SCardCancel(c) }
     }
     if wake.write >= 0 { _ = write(wake.write, "x", 1) }
   }
 
-  var isStopped: Bool { lock.withLock { stopped } }
+  var isStopped: Bool { state.withLock { $0.stopped } }
 
   static func establish() -> SCARDCONTEXT? {
     guard (try? SystemLibrary.pcsclite.load()) != nil else { return nil }  // like no pcscd: nothing to watch
@@ -111,9 +113,9 @@ public final class PCSCWatcher: @unchecked Sendable {
     if down { handler(.serviceLost) }
     var backoff = 1.0
     while !isStopped {
-      guard let ctx = lock.withLock({ context }) else {
+      guard let ctx = state.withLock({ $0.context }) else {
         if let c = Self.establish() {
-          lock.withLock { context = c }
+          state.withLock { $0.context = c }
           if isStopped { break }
           resync = true
           if down {
@@ -135,9 +137,9 @@ public final class PCSCWatcher: @unchecked Sendable {
       case .ok: continue
       case .stopped: return
       case .serviceGone:
-        lock.withLock {
+        state.withLock {
           SCardReleaseContext(ctx)
-          context = nil
+          $0.context = nil
         }
         if !down {
           handler(.serviceLost)

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// Facts about this machine's token stack that `tokenbridge doctor` reports: library versions, hidraw devices
 /// as the kernel and udev see them, and which processes hold smart cards. Reads sysfs and udev's database;

@@ -1,6 +1,8 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
+import Synchronization
 
 /// The kinds of token TokenBridge drives.
 public enum TokenKind: String, Codable, Sendable {
@@ -66,35 +68,31 @@ public struct UnusableToken: Sendable, Equatable {
   }
 }
 
-/// Hands one probe's outcome from its thread to the thread that collects it. `@unchecked`: the value (a session,
-/// not `Sendable`) moves from the probing thread, which drops it after `put`, to the one `wait` returns it to.
+/// Hands one probe's outcome from its thread to the thread that collects it. The value (a session, not `Sendable`)
+/// moves from the probing thread, which has no use of it after `store`, to the one `wait` returns it to; the
+/// semaphore orders the write before the read (`release` happens after `store`, the read after `wait`), so no lock
+/// is needed. `@unchecked`: region checking cannot see that move (the session is made with the probing thread's
+/// PC/SC context), so neither `sending` nor a `Mutex` can carry it.
 final class Handover<T>: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
-  private let lock = Lock()
   private var value: T?
   func put(_ v: T) {
     store(v)
     release()
   }
   /// Keeps the value without waking the waiter yet (`release` does).
-  func store(_ v: T) { lock.withLock { value = v } }
+  func store(_ v: T) { value = v }
   func release() { done.signal() }
   func wait() -> T {
     done.wait()
-    return lock.withLock { value! }
+    return value!
   }
 }
 
 /// Hands out 0, 1, 2, ... to whichever thread asks.
-final class Counter: @unchecked Sendable {
-  private let lock = Lock()
-  private var value = 0
-  func increment() -> Int {
-    lock.withLock {
-      defer { value += 1 }
-      return value
-    }
-  }
+final class Counter: Sendable {
+  private let value = Atomic(0)
+  func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).oldValue }
 }
 
 /// What discovery found, including readers that hold no token we can use (so messages can say why).
@@ -113,7 +111,8 @@ public struct DiscoveryResult {
   public var pcscProblem: SmartCardError?
 }
 
-/// Lists PC/SC readers and the PIV tokens in them. FIDO2 keys join in a later layer (libfido2).
+/// Lists the tokens present: PIV cards in PC/SC readers (`TokenDiscovery+PIV`) and FIDO2 keys through libfido2
+/// (`TokenDiscovery+FIDO2`), probed side by side.
 public struct TokenDiscovery {
   public var trace: TraceSink?
   /// Also read the PUK's tries (one more APDU per card); listings want it, PIN operations do not.
@@ -166,144 +165,6 @@ public struct TokenDiscovery {
   /// How long each FIDO2 key may take (its probe is bounded by `fido2Deadlines.probeMs` per call).
   public var fido2Deadlines: FIDO2Deadlines = .standard
 
-  /// The discovery id of a FIDO2 key: `fido2-<socket name>` for virtual keys, `fido2-<hidraw name>` otherwise
-  /// (CTAP has no serial number; see HardwareNotes.md). Known without opening the key.
-  public static func fido2ID(_ ref: FIDO2DeviceRef) -> String {
-    let name = PathString.last(ref.path)  // not URL: building one was 1.5% of a 12-token listing (perf)
-    return "fido2-" + String(name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
-  }
-
-  /// What one FIDO2 probe found, handed from the probing thread to the caller.
-  enum FIDO2Probe {
-    case found(DiscoveredFIDO2)
-    case listed(TokenInfo)
-    case unusable(UnusableToken)
-  }
-
-  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines).
-  /// `@unchecked`: the outcome holds a non-Sendable `FIDO2Session` whose ownership moves from the probing thread
-  /// (which drops it after `put`) to `collect`; `Mutex` cannot express that move (region checking refuses a
-  /// value created on another thread), so a lock guards the one stored property instead. `collect` blocks on a
-  /// semaphore until the probe ends (it polled every 10 ms before: a probe ending just after PC/SC discovery
-  /// cost a command up to 10 ms of sleep).
-  final class ProbeOutcome: @unchecked Sendable {
-    private let lock = Lock()
-    private let done = DispatchSemaphore(value: 0)
-    private var value: (FIDO2Probe, [String])?
-    func put(_ v: (FIDO2Probe, [String])) {
-      lock.withLock { value = v }
-      done.signal()
-    }
-    /// The outcome, waited for until `deadline` (uptime nanoseconds); nil when the probe has not ended by then.
-    func take(until deadline: UInt64) -> (FIDO2Probe, [String])? {
-      guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
-      return lock.withLock { value.take() }
-    }
-  }
-
-  /// FIDO2 keys: getInfo and PIN retries (no try spent), each with its own deadlines, started before PC/SC discovery
-  /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. Each key is
-  /// opened through libfido2 by a thread of its own. Trace lines are collected per key and replayed in order by
-  /// `collect`.
-  static func startFIDO2Probes(
-    virtualPaths: [String]?, onlyID: String?, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool,
-    sessions: Bool = true, info: Bool = true
-  ) -> [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)] {
-    do { try FIDO2Session.loadLibrary() } catch {
-      // Without libfido2 no key can be read: each key sysfs and the virtual key list name is unusable, saying why.
-      let refs = FIDO2Session.presentWithoutLibrary(virtualPaths: virtualPaths).filter {
-        onlyID == nil || Self.fido2ID($0) == onlyID
-      }
-      return refs.map { ref in
-        let outcome = ProbeOutcome()
-        outcome.put((.unusable(UnusableToken(id: Self.fido2ID(ref), reader: ref.path, reason: error)), []))
-        return (ref, outcome)
-      }
-    }
-    let refs = FIDO2Session.list(virtualPaths: virtualPaths).filter { onlyID == nil || Self.fido2ID($0) == onlyID }
-    return refs.map { ref in
-      let outcome = ProbeOutcome()
-      POSIXThread.start {
-        outcome.put(
-          Self.probe(ref, deadlines: deadlines, tracing: tracing, details: details, info: info, keep: sessions))
-      }
-      return (ref, outcome)
-    }
-  }
-
-  /// Waits for each probe (each ends by its own deadlines; the wait is bounded anyway, in case libfido2
-  /// overran one) and adds what it found.
-  func collect(
-    _ probes: [(ref: FIDO2DeviceRef, outcome: ProbeOutcome)],
-    into result: inout DiscoveryResult
-  ) {
-    // open (INIT + getInfo) + getInfo (when the open's answer could not be read) + getUVRetries + getPINRetries,
-    // with room to spare.
-    let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
-    for p in probes {
-      guard let (probe, lines) = p.outcome.take(until: end) else {
-        // The thread stays blocked in libfido2; it owns its session and ends with the process.
-        result.unusableCards.append(
-          UnusableToken(id: Self.fido2ID(p.ref), reader: p.ref.path, reason: .noAnswer(operation: "open")))
-        continue
-      }
-      for line in lines { trace?(line) }
-      switch probe {
-      case .found(let k):
-        k.session.trace = trace
-        result.fido2Found.append(k)
-      case .listed(let t): result.listed.append(t)
-      case .unusable(let u): result.unusableCards.append(u)
-      }
-    }
-  }
-
-  /// Opens the key (libfido2: CTAPHID_INIT and getInfo), reads getInfo (kept: `FIDO2Session.info()`) and its PIN
-  /// tries; with `details` also the UV tries (keys with built-in UV only). Without `info`, no getInfo of ours: the
-  /// PIN tries are read all the same (a key that refuses the request has none to show). Without `keep`, the key is
-  /// closed and only its entry is kept (a listing).
-  static func probe(
-    _ ref: FIDO2DeviceRef, deadlines: FIDO2Deadlines, tracing: Bool, details: Bool = true, info readInfo: Bool = true,
-    keep: Bool = true
-  ) -> (FIDO2Probe, [String]) {
-    var lines: [String] = []
-    let id = fido2ID(ref)
-    do {
-      let session = try FIDO2Session(ref, deadlines: deadlines, trace: tracing ? { lines.append($0) } : nil)
-      defer { session.trace = nil }
-      var info: FIDO2Info?
-      var pin: PINStatus?
-      if readInfo {
-        var read = try session.info()
-        if details { read.uvRetries = session.uvRetries(read) }
-        info = read
-        pin = read.pinIsSet ? try session.pinStatus() : nil
-      } else {
-        do { pin = try session.pinStatus() } catch .fido2(let code, _) where code > 0 { pin = nil }  // no clientPin
-      }
-      let entry = token(ref, info, pin)
-      guard keep else {
-        session.close()
-        return (.listed(entry), lines)
-      }
-      return (.found(DiscoveredFIDO2(info: entry, session: session)), lines)
-    } catch {
-      return (.unusable(UnusableToken(id: id, reader: ref.path, reason: error)), lines)
-    }
-  }
-
-  /// A FIDO2 key's entry: its id, product name, path, and what getInfo and its PIN tries say.
-  static func token(_ ref: FIDO2DeviceRef, _ info: FIDO2Info?, _ pin: PINStatus?) -> TokenInfo {
-    var caps = ["fido2"]
-    if info?.extensions.contains("hmac-secret") == true { caps.append("hmac-secret") }
-    return TokenInfo(
-      id: fido2ID(ref), kind: .fido2, name: ref.product, reader: ref.path, capabilities: caps, serial: nil,
-      version: info?.versions.last, pin: pin, puk: nil, fido2: info)
-  }
-
-  /// Every reader, and for each card a PIV probe in one transaction: SELECT, GET SERIAL (CHUID only when
-  /// there is no serial), PIN status; with `details` (or several tokens) also GET VERSION and the PIN's
-  /// metadata, and the PUK status when `includePUK`. PIN status is read without spending a try.
   /// `--token` names a physical token by either of its ids: the id of the other part of the same USB device (a
   /// FIDO2 key's for a PIV card's, and back), from a discovery of everything; nil when there is none.
   public func sibling(of id: String) -> String? {
@@ -349,183 +210,5 @@ public struct TokenDiscovery {
       result.pcscProblem = pcscError
     }
     return result
-  }
-
-  /// The PC/SC half of `discover`; returns the error when PC/SC itself cannot be used. `otherTokens`: how many
-  /// FIDO2 keys are being probed (with them, a lone card is one choice among several).
-  /// The readers are listed and their states read once (one `SCardGetStatusChange` for all of them); then the
-  /// cards are probed by up to `cardProbeThreads` threads (this one among them), each through a PC/SC context of
-  /// its own (pcsc-lite serializes the calls of one context) and taking the next card when done, so eight cards
-  /// take about two probes' time, not eight. A probe waits as long as another process holds its card (a
-  /// transaction is a legitimate wait: that process may be asking its user for a PIN); the other threads go on
-  /// with the other cards. Trace lines are collected per card and replayed in reader order.
-  func discoverPCSC(into result: inout DiscoveryResult, otherTokens: Int = 0) -> SmartCardError? {
-    let context: PCSCContext
-    let readers: [String]
-    do {
-      context = try PCSCContext()
-      readers = try context.readers()
-    } catch {
-      return error
-    }
-    // A reader that went away since the list fails the joint read: then each is read alone (it is empty).
-    let states =
-      (try? context.readerStates(readers)) ?? readers.map { (try? context.readerState($0)) ?? (false, []) }
-    result.readerCount = readers.count
-    var present: [(reader: String, atr: [UInt8])] = []
-    for (reader, state) in zip(readers, states) {
-      if state.present { present.append((reader, state.atr)) } else { result.emptyReaders.append(reader) }
-    }
-    let detailed = details || (onlyID == nil && present.count + otherTokens > 1)
-    let identify = self.identify || detailed || onlyID != nil || present.count + otherTokens > 1
-    let (includePUK, holdCards, onlyID, tracing) = (self.includePUK, self.holdCards, self.onlyID, trace != nil)
-    let listing = !sessions
-    let cards = present
-    let outcomes = cards.map { _ in Handover<(PIVProbe, [String])>() }
-    let probeCard: @Sendable (Int, PCSCContext?) -> Void = { i, own in
-      let (reader, atr) = cards[i]
-      outcomes[i].store(
-        Self.probe(
-          reader: reader, atr: atr, own: own, includePUK: includePUK, detailed: detailed, identify: identify,
-          holdCards: holdCards, onlyID: onlyID, tracing: tracing, listing: listing))
-    }
-    let workers = min(cards.count, Self.cardProbeThreads)
-    let next = Counter()
-    let take: @Sendable () -> Int? = {
-      let n = next.increment()
-      return n < cards.count ? n : nil
-    }
-    for _ in 0..<max(0, workers - 1) {
-      // pcsc-lite's client is not safe against a context released (or a card disconnected) in one thread while
-      // another thread is inside it (HardwareNotes.md, PC/SC): so a probing thread never disconnects a card
-      // (`PCSCCard.detach`), and it releases its context, when no session keeps it, before it hands over its
-      // outcomes, that is before the caller goes on to disconnect anything.
-      let started = POSIXThread.start {
-        var own = try? PCSCContext()
-        var done: [Int] = []
-        while let i = take() {
-          probeCard(i, own)
-          done.append(i)
-        }
-        own = nil
-        for i in done { outcomes[i].release() }
-      }
-      if !started { break }
-    }
-    // This thread probes too, through the context that listed the readers.
-    while let i = take() {
-      probeCard(i, context)
-      outcomes[i].release()
-    }
-    for ((reader, _), outcome) in zip(cards, outcomes) {
-      let (probe, lines) = outcome.wait()
-      for line in lines { trace?(line) }
-      switch probe {
-      case .found(let t):
-        t.session.card.trace = trace
-        result.found.append(t)
-      case .listed(let t): result.listed.append(t)
-      case .noCard: result.emptyReaders.append(reader)
-      case .unusable(let e): result.unusableCards.append(UnusableToken(reader: reader, reason: e))
-      }
-    }
-    return nil
-  }
-
-  /// How many threads probe cards: a probe mostly waits on pcscd and the card, so more threads than CPUs pay while
-  /// the waits are long (real readers), and cost while they are short: each thread is a thread start and a PC/SC
-  /// context (3 more round trips to pcscd). Measured with 8 virtual cards on 2 CPUs (`tokens --json`, median):
-  /// one thread 7.29 ms, 2: 6.00, 3: 5.77, 4: 5.56, one per card (8): 6.36.
-  static let cardProbeThreads = max(4, 2 * Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-
-  /// What one PIV probe found.
-  enum PIVProbe {
-    case found(DiscoveredToken)
-    case listed(TokenInfo)
-    case noCard
-    case unusable(TokenError)
-  }
-
-  /// Connects to `reader` (through `own`, else a new context for this thread) and describes its card.
-  static func probe(
-    reader: String, atr: [UInt8], own: PCSCContext?, includePUK: Bool, detailed: Bool, identify: Bool = true,
-    holdCards: Bool, onlyID: String?, tracing: Bool, listing: Bool = false
-  ) -> (PIVProbe, [String]) {
-    var lines: [String] = []
-    do {
-      let context = try own ?? PCSCContext()
-      let card = try context.connect(reader, atr: atr)
-      // Whatever ends this probe without a session, the card is let go, not disconnected (`PCSCCard.detach`).
-      var kept = false
-      defer { if !kept { card.detach() } }
-      let session = PIVSession(transport: card)
-      if tracing { session.card.trace = { lines.append($0) } }
-      session.holdsCard = holdCards && !listing
-      let info = try describe(
-        session, reader: reader, includePUK: includePUK, detailed: detailed, identify: identify, onlyID: onlyID)
-      session.card.trace = nil
-      if listing { return (.listed(info), lines) }
-      kept = true
-      return (.found(DiscoveredToken(info: info, session: session, detailed: detailed)), lines)
-    } catch let error as SmartCardError {
-      if case .noCard = error { return (.noCard, lines) }
-      return (.unusable(.smartCard(error)), lines)
-    } catch let error as TokenError {
-      return (.unusable(error), lines)
-    } catch {
-      return (.unusable(.malformedResponse(operation: "discovery")), lines)
-    }
-  }
-
-  /// One card's `TokenInfo`. With `onlyID` (`--token`) a card that turns out to be another is not asked for
-  /// its tries: its identity is all the command needs of it (to say it is not the one). Without `identify` the
-  /// card is not asked who it is (`TokenDiscovery.identify`): it is named by its reader.
-  static func describe(
-    _ session: PIVSession, reader: String, includePUK: Bool, detailed: Bool = true, identify: Bool = true,
-    onlyID: String? = nil
-  ) throws(TokenError) -> TokenInfo {
-    try session.transact { () throws(TokenError) -> TokenInfo in
-      // Every card answers to its reader's id too: a run that did not ask the card who it is names it so (and a
-      // message may suggest `--token` with that id), so `--token` with it must find the same card.
-      let readerID = Self.readerID(reader)
-      let byReader = onlyID == readerID
-      let asked = identify && !(byReader && !detailed)  // a script's run named by reader: no need to ask
-      let identity = asked ? try session.identity(chuid: .whenNoSerial, version: detailed) : PIVIdentity()
-      let id: String
-      if byReader {
-        id = readerID
-      } else if let serial = identity.serial {
-        id = "piv-\(serial)"
-      } else if let guid = identity.chuidGUID, guid.contains(where: { $0 != "0" }) {
-        id = "piv-" + guid.prefix(12)
-      } else {
-        id = readerID
-      }
-      let wanted = onlyID == nil || onlyID == id
-      let pin = wanted ? try session.pinStatus(.pin, detailed: detailed) : nil
-      let puk = wanted && includePUK ? try? session.pinStatus(.puk) : nil
-      // A card that answers GET SERIAL (or GET VERSION) is a YubiKey; the version is in the name when read.
-      let yubico = identity.serial != nil || session.quirks.contains(.yubicoExtensions)
-      let name =
-        yubico ? "YubiKey \(identity.version ?? "")".trimmingSuffix() : asked ? "PIV card" : "PIV card in \(reader)"
-      return TokenInfo(
-        id: id, kind: .piv, name: name, reader: reader, capabilities: ["piv"], serial: identity.serial,
-        version: identity.version, pin: pin, puk: puk)
-    }
-  }
-}
-
-extension TokenDiscovery {
-  /// The id of whatever PIV card is in `reader` (`piv-<reader name>`, lower case, other characters as `-`).
-  static func readerID(_ reader: String) -> String {
-    "piv-" + String(reader.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" })
-  }
-}
-
-extension String {
-  fileprivate func trimmingSuffix() -> String {
-    var s = self
-    while s.last == " " { s.removeLast() }
-    return s
   }
 }

@@ -1,6 +1,8 @@
 import CUSB
 import Dispatch
 import FoundationEssentials
+import Platform
+import Synchronization
 
 /// A USB device arriving or leaving, as libusb's hotplug reports it.
 public struct USBHotplugEvent: Equatable, Sendable {
@@ -32,8 +34,8 @@ public final class USBHotplug: @unchecked Sendable {
 
   private var context: OpaquePointer?
   private var handle: libusb_hotplug_callback_handle = 0
-  private let lock = Lock()
-  private var stopped = false
+  /// Set by `stop` (on another thread than the event loop).
+  private let stopped = Mutex(false)
   private var handler: (@Sendable (USBHotplugEvent) -> Void)?
   /// Whether the event thread runs.
   private var started = false
@@ -73,7 +75,7 @@ public final class USBHotplug: @unchecked Sendable {
     guard rc == 0 else { throw .registerFailed(rc) }
     // Not started (no thread could be made): `stop` must not wait for it.
     started = POSIXThread.start { [self] in
-      while !lock.withLock({ stopped }) {
+      while !stopped.withLock({ $0 }) {
         var tv = timeval(tv_sec: 3600, tv_usec: 0)
         _ = libusb_handle_events_timeout_completed(context, &tv, nil)
       }
@@ -83,7 +85,7 @@ public final class USBHotplug: @unchecked Sendable {
 
   /// Ends the event thread (libusb_interrupt_event_handler wakes it) and waits for it.
   public func stop() {
-    let running = lock.withLock { () -> Bool in
+    let running = stopped.withLock { stopped -> Bool in
       defer { stopped = true }
       return !stopped && started
     }

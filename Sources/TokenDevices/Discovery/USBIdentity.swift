@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// The USB device a kernel device belongs to, from sysfs: a hidraw node (`hidraw0`) or a USB interface
 /// (`1-1:1.1`, the name udev's `%k` gives) leads to the USB device (`1-1`) with its identity and interfaces. One

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// What this user's own programs learnt about a FIDO2 key's PIN cool-down since it was plugged in.
 ///

@@ -1,5 +1,6 @@
 import CFido2
 import FoundationEssentials
+import Platform
 
 /// makeCredential / getAssertion with hmac-secret (CTAP 2.1 §6.1, §6.2, §12.5), through libfido2
 /// (`fido_dev_make_cred`, `fido_dev_get_assert`: libfido2 picks the PIN protocol and the kind of PIN token from the

@@ -2,6 +2,7 @@ import CFido2
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// A FIDO2 key as libfido2 sees it: a hidraw path, or a virtual key's socket.
 public struct FIDO2DeviceRef: Sendable, Equatable {
@@ -13,33 +14,6 @@ public struct FIDO2DeviceRef: Sendable, Equatable {
     self.path = path
     self.product = product
     self.isVirtual = isVirtual
-  }
-}
-
-/// What getInfo says (CTAP 2.1 §6.4), as far as TokenBridge uses it.
-public struct FIDO2Info: Sendable, Equatable, Codable {
-  public var versions: [String]
-  public var extensions: [String]
-  public var options: [String: Bool]
-  public var pinProtocols: [Int]
-  public var minPINLength: Int
-  public var forcePINChange: Bool
-  public var aaguid: String
-  /// Built-in UV tries left (keys with `uv` only; read by discovery).
-  public var uvRetries: Int?
-  /// How many more discoverable credentials fit (getInfo 0x14, CTAP 2.1); nil when the key does not say.
-  public var remainingDiscoverableCredentials: Int?
-  /// Firmware version (getInfo 0x0E); nil when the key does not say.
-  public var firmwareVersion: UInt64?
-  /// Largest message the key takes (getInfo 0x05), bytes; nil when the key does not say.
-  public var maxMsgSize: UInt64?
-
-  public var pinIsSet: Bool { options["clientPin"] == true }
-  public var supportsPIN: Bool { options["clientPin"] != nil }
-
-  enum CodingKeys: String, CodingKey {
-    case versions, extensions, options, pinProtocols, minPINLength, forcePINChange, aaguid, uvRetries
-    case remainingDiscoverableCredentials, firmwareVersion, maxMsgSize
   }
 }
 
@@ -95,81 +69,6 @@ public final class FIDO2Session {
   /// user's own attempts and tries readings show (`FIDO2CoolDown`), or the key refused a PIN with PIN_AUTH_BLOCKED.
   /// False when nothing known says so: a cool-down that another user's program began unseen cannot be known.
   public var powerCycleRequired: Bool { coolDown.required(for: ref) }
-
-  static let initialized: Void = { fido_init(0) }()
-
-  /// Loads libfido2 (at the first FIDO2 use, not at start-up); call before any libfido2 function.
-  public static func loadLibrary() throws(TokenError) {
-    do { try SystemLibrary.fido2.load() } catch { throw .libraryMissing(error) }
-  }
-
-  /// The virtual keys' sockets that exist: `virtualPaths`, else those named in `TOKENBRIDGE_VIRTUAL_FIDO` (socket
-  /// paths separated by `:`).
-  static func virtualSockets(_ virtualPaths: [String]?) -> [String] {
-    (virtualPaths ?? namedVirtualKeys()).filter { access($0, F_OK) == 0 }
-  }
-
-  /// The socket paths in `TOKENBRIDGE_VIRTUAL_FIDO` (separated by `:`).
-  static func namedVirtualKeys() -> [String] {
-    (Environment.value("TOKENBRIDGE_VIRTUAL_FIDO") ?? "").utf8.split(separator: UInt8(ascii: ":")).map {
-      String(decoding: $0, as: UTF8.self)
-    }
-  }
-
-  /// Whether a key may be present: a virtual key's socket, or a hidraw node with the FIDO usage page. Without
-  /// either, libfido2 would find nothing, so it is not loaded to look (a PIV-only command stays without it).
-  public static func keysPossible(virtualPaths: [String]? = nil) -> Bool {
-    keysPossible(virtualSockets: virtualSockets(virtualPaths))
-  }
-
-  static func keysPossible(virtualSockets: [String]) -> Bool {
-    !virtualSockets.isEmpty || HIDReportDescriptor.anyFIDONode()
-  }
-
-  /// How many keys `list` may name, told without libfido2 (from sysfs and the virtual key list; may count one
-  /// more, never fewer). Discovery's PC/SC side needs it while the FIDO2 side is still loading the library.
-  public static func expectedKeys(virtualPaths: [String]? = nil) -> Int {
-    virtualSockets(virtualPaths).count + HIDReportDescriptor.fidoNodeCount()
-  }
-
-  /// Keys present: libfido2's manifest (`fido_dev_info_manifest`: hidraw nodes with the FIDO usage page) plus the
-  /// virtual keys named in `TOKENBRIDGE_VIRTUAL_FIDO`. None when no key is possible (`keysPossible`: libfido2 is
-  /// then not loaded) or libfido2 cannot be loaded (`loadLibrary` says why).
-  public static func list(virtualPaths: [String]? = nil) -> [FIDO2DeviceRef] {
-    let virtual = virtualSockets(virtualPaths)
-    guard keysPossible(virtualSockets: virtual), (try? loadLibrary()) != nil else { return [] }
-    _ = initialized
-    var out: [FIDO2DeviceRef] = []
-    if !HIDReportDescriptor.anyFIDONode() {
-      // No hidraw key: libfido2's manifest would walk udev for nothing.
-    } else if let list = fido_dev_info_new(64) {
-      var n = 0
-      if fido_dev_info_manifest(list, 64, &n) == FIDO_OK {
-        for i in 0..<n {
-          guard let di = fido_dev_info_ptr(list, i), let p = fido_dev_info_path(di) else { continue }
-          // libfido2 gives "" for a USB device without a product string.
-          let product =
-            fido_dev_info_product_string(di).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-            ?? "FIDO2 key"
-          out.append(FIDO2DeviceRef(path: String(cString: p), product: product, isVirtual: false))
-        }
-      }
-      var l: OpaquePointer? = list
-      fido_dev_info_free(&l, 64)
-    }
-    for p in virtual {
-      out.append(FIDO2DeviceRef(path: p, product: "virtual FIDO2 key", isVirtual: true))
-    }
-    return out
-  }
-
-  /// The keys sysfs (hidraw nodes with the FIDO usage page on USB, as libfido2's manifest takes them) and the
-  /// virtual key list name, found without libfido2: to say which keys cannot be used when it cannot be loaded.
-  static func presentWithoutLibrary(virtualPaths: [String]?) -> [FIDO2DeviceRef] {
-    HIDReportDescriptor.libfido2Nodes().map {
-      FIDO2DeviceRef(path: "/dev/\($0.node)", product: $0.product ?? "FIDO2 key", isVirtual: false)
-    } + virtualSockets(virtualPaths).map { FIDO2DeviceRef(path: $0, product: "virtual FIDO2 key", isVirtual: true) }
-  }
 
   /// Opens the key through libfido2 (CTAPHID_INIT and getInfo inside `fido_dev_open`), bounded by the probe
   /// deadline.
@@ -289,108 +188,6 @@ public final class FIDO2Session {
     infoChanged()
     ref.path = path
     try open()
-  }
-
-  /// getInfo (`fido_dev_get_cbor_info`), read once per session; again after a call that changed what it says.
-  public func info() throws(TokenError) -> FIDO2Info {
-    if let knownInfo { return knownInfo }
-    return try refreshInfo()
-  }
-
-  /// getInfo as far as the session has read it, without asking the key (nil: not read in this session).
-  public var infoIfRead: FIDO2Info? { knownInfo }
-
-  /// Forgets the getInfo answer: the key's state changed (PIN set or changed, reset, credentials stored).
-  func infoChanged() { knownInfo = nil }
-
-  /// What libfido2 learnt from the getInfo inside its open, without asking the key again: whether the key takes
-  /// PIN tokens with permissions (`pinUvAuthToken`), has a PIN set, credential management, built-in UV.
-  public var openedWith: (permissions: Bool, pinSet: Bool, credentialManagement: Bool, uv: Bool)? {
-    guard let dev, fido_dev_is_fido2(dev) else { return nil }
-    return (
-      fido_dev_supports_permissions(dev), fido_dev_has_pin(dev), fido_dev_supports_credman(dev),
-      fido_dev_has_uv(dev)
-    )
-  }
-
-  /// Sends getInfo (`fido_dev_get_cbor_info`) and keeps the answer for `info()`.
-  @discardableResult
-  public func refreshInfo() throws(TokenError) -> FIDO2Info {
-    guard let ci = fido_cbor_info_new() else { throw .fido2(FIDO_ERR_INTERNAL, operation: "getInfo") }
-    defer {
-      var c: OpaquePointer? = ci
-      fido_cbor_info_free(&c)
-    }
-    trace?("fido2 > getInfo")
-    let rc = try call("getInfo", deadlines.probeMs) { fido_dev_get_cbor_info($0, ci) }
-    guard rc == FIDO_OK else { throw mapped(rc, "getInfo") }
-    func strings(_ p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ n: Int) -> [String] {
-      guard let p else { return [] }
-      return (0..<n).compactMap { p[$0].map { String(cString: $0) } }
-    }
-    let names = strings(fido_cbor_info_options_name_ptr(ci), fido_cbor_info_options_len(ci))
-    let values = fido_cbor_info_options_value_ptr(ci)
-    var options: [String: Bool] = [:]
-    for (i, n) in names.enumerated() { options[n] = values?[i] ?? false }
-    let protocols = (0..<fido_cbor_info_protocols_len(ci)).compactMap { fido_cbor_info_protocols_ptr(ci)?[$0] }
-    let aaguid = (0..<fido_cbor_info_aaguid_len(ci)).compactMap { fido_cbor_info_aaguid_ptr(ci)?[$0] }
-    let info = FIDO2Info(
-      versions: strings(fido_cbor_info_versions_ptr(ci), fido_cbor_info_versions_len(ci)),
-      extensions: strings(fido_cbor_info_extensions_ptr(ci), fido_cbor_info_extensions_len(ci)),
-      options: options, pinProtocols: protocols.map(Int.init), minPINLength: max(4, Int(fido_cbor_info_minpinlen(ci))),
-      forcePINChange: fido_cbor_info_new_pin_required(ci),
-      aaguid: Hex.string(aaguid, uppercase: true, separator: nil),
-      remainingDiscoverableCredentials: fido_cbor_info_rk_remaining(ci) >= 0
-        ? Int(fido_cbor_info_rk_remaining(ci)) : nil,
-      firmwareVersion: fido_cbor_info_fwversion(ci) > 0 ? fido_cbor_info_fwversion(ci) : nil,
-      maxMsgSize: fido_cbor_info_maxmsgsiz(ci) > 0 ? fido_cbor_info_maxmsgsiz(ci) : nil)
-    trace?("fido2 < getInfo: \(info.versions.joined(separator: ","))")
-    knownInfo = info
-    return info
-  }
-
-  /// PIN tries left (getPINRetries, `fido_dev_get_retry_count`; spends none). The reading also tells the
-  /// cool-down memory what happened since the last one (`FIDO2CoolDown.observe`).
-  public func pinRetries() throws(TokenError) -> Int {
-    trace?("fido2 > clientPIN getPINRetries")
-    var n: Int32 = 0
-    let rc = try call("getPINRetries", deadlines.probeMs) { fido_dev_get_retry_count($0, &n) }
-    guard rc == FIDO_OK else { throw mapped(rc, "getPINRetries") }
-    trace?("fido2 < getPINRetries: \(n)")
-    coolDown.observe(retries: Int(n), for: ref)
-    return Int(n)
-  }
-
-  /// Built-in user verification tries left (getUVRetries), for keys with UV (fingerprint); nil otherwise.
-  public func uvRetries(_ info: FIDO2Info) -> Int? {
-    guard info.options["uv"] != nil else { return nil }
-    var n: Int32 = 0
-    guard let rc = try? call("getUVRetries", deadlines.probeMs, { fido_dev_get_uv_retry_count($0, &n) }),
-      rc == FIDO_OK
-    else { return nil }
-    return Int(n)
-  }
-
-  /// The PIN status in the shape every token shares, with the cool-down as far as it is known
-  /// (`powerCycleRequired`: false when nothing known says so).
-  public func pinStatus() throws(TokenError) -> PINStatus {
-    let left = try pinRetries()
-    return PINStatus(kind: .pin, retriesLeft: left, maxRetries: 8, powerCycleRequired: powerCycleRequired)
-  }
-
-  /// setPIN (no PIN yet) or changePIN (`fido_dev_set_pin`). A wrong current PIN throws `.wrongPIN` with the tries
-  /// read afterwards.
-  public func setPIN(_ new: [UInt8], old: [UInt8]?) throws(TokenError) {
-    let operation = old == nil ? "setPIN" : "changePIN"
-    guard new.count <= 63 else { throw .pinFormat(.pin, .tooLong(maximum: 63)) }
-    trace?("fido2 > clientPIN \(operation) <redacted>")
-    let rc = try call(operation, deadlines.commandMs) { dev in
-      Self.withCString(new) { n in Self.withCString(old) { o in fido_dev_set_pin(dev, n, o) } }
-    }
-    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
-    guard rc == FIDO_OK else { throw pinAwareError(rc, operation) }
-    if old != nil { coolDown.pinAccepted(for: ref) }
-    infoChanged()  // clientPin is now true, forcePINChange false
   }
 
   /// `Self.error`, except that a transport failure (FIDO_ERR_RX/TX) means removal only when the key is gone: the

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Platform
 
 /// HID report descriptors as the kernel shows them (sysfs `report_descriptor`, no device opened): whether one
 /// declares the FIDO Alliance usage page 0xF1D0. libfido2's test for a FIDO device (hid_linux.c `is_fido`) is

@@ -1,3 +1,5 @@
+import Platform
+
 /// Data objects (SP 800-73-4 Part 2 §3.1.2 GET DATA, §3.3.1 PUT DATA) and card identity.
 extension PIVSession {
   /// Reads a data object's value (inside tag 53); `nil` when absent (6A82).

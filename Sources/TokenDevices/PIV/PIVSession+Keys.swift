@@ -1,3 +1,5 @@
+import Platform
+
 /// Management-key authentication (SP 800-73-4 Part 2 §3.2.4 GENERAL AUTHENTICATE, Appendix A.1),
 /// GENERATE ASYMMETRIC KEY PAIR (§3.3.2), signing (§3.2.4) and Yubico GET METADATA.
 extension PIVSession {

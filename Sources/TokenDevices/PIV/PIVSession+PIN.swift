@@ -1,8 +1,12 @@
+import Platform
+
 /// PIN and PUK management: SP 800-73-4 Part 2 §3.2.1 VERIFY, §3.2.2 CHANGE REFERENCE DATA,
 /// §3.2.3 RESET RETRY COUNTER; retries read from YubiKey GET METADATA where the card answers it.
 extension PIVSession {
   /// PIV reference data (PIN and PUK) is 6 to 8 bytes (SP 800-73-4 Part 2 §2.4.3; YubiKeys take 6–8 for the
   /// PUK too: HardwareNotes.md, PIV). A value outside it is refused here, before any APDU, so it costs no try.
+  /// The one definition of the PIV PIN and PUK lengths: the client's policies (`PinPolicy.pivPIN`, `.pivPUK`) and
+  /// the check of a current value before it is sent are made from it.
   public static let referenceDataLength = 6...8
 
   /// Throws `.pinFormat` when `value` is not PIV reference data (nothing is sent).
@@ -15,10 +19,11 @@ extension PIVSession {
     }
   }
 
-  /// Pads a PIN/PUK with FF to 8 bytes. Throws `.pinFormat` (nothing sent) outside 6–8 bytes.
+  /// Pads a PIN/PUK with FF to the reference data's full length (8 bytes). Throws `.pinFormat` (nothing sent)
+  /// outside `referenceDataLength`.
   static func padded(_ value: [UInt8], _ kind: PINKind) throws(TokenError) -> [UInt8] {
     try checkFormat(value, kind)
-    return value + [UInt8](repeating: 0xFF, count: 8 - value.count)
+    return value + [UInt8](repeating: 0xFF, count: referenceDataLength.upperBound - value.count)
   }
 
   static func reference(_ kind: PINKind) -> UInt8 { kind == .pin ? 0x80 : 0x81 }

@@ -39,7 +39,7 @@ public final class PIVSession {
   }
 
   /// The PIN's and the PUK's cached state. Two fields, not a `[PINKind: CachedPIN]`: a dictionary's first use
-  /// instantiates its generic metadata and hashing witnesses, 0.26M instructions of a 3M-instruction PIN change.
+  /// instantiates its generic metadata and hashing witnesses (docs/performance.md).
   struct PINCache {
     var pin: CachedPIN?
     var puk: CachedPIN?

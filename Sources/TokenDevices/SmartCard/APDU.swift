@@ -1,3 +1,5 @@
+import Platform
+
 /// A command APDU (ISO 7816-4 §5.1). Encoded short unless data or Le exceed short limits.
 public struct APDU: Sendable, Equatable {
   public var cla: UInt8
@@ -60,34 +62,4 @@ public struct APDUResponse: Sendable, Equatable {
     data = Array(raw.dropLast(2))
     statusWord = StatusWord(raw[raw.count - 2], raw[raw.count - 1])
   }
-}
-
-extension Sequence where Element == UInt8 {
-  /// Upper-case hex with a space between bytes, for traces and messages.
-  public var hexString: String { Hex.string(self, uppercase: true, separator: UInt8(ascii: " ")) }
-}
-
-extension Array where Element == UInt8 {
-  /// Parses hex, ignoring spaces and colons; `nil` on any other character or an odd count.
-  public init?(hex: String) {
-    let digits = hex.filter { !$0.isWhitespace && $0 != ":" }
-    guard digits.count % 2 == 0 else { return nil }
-    var out: [UInt8] = []
-    out.reserveCapacity(digits.count / 2)
-    var idx = digits.startIndex
-    while idx < digits.endIndex {
-      let next = digits.index(idx, offsetBy: 2)
-      guard let b = UInt8(digits[idx..<next], radix: 16) else { return nil }
-      out.append(b)
-      idx = next
-    }
-    self = out
-  }
-}
-
-/// Overwrites a buffer holding a secret before it is released.
-@inline(never)
-public func wipe(_ bytes: inout [UInt8]) {
-  for i in bytes.indices { bytes[i] = 0 }
-  bytes.removeAll()
 }

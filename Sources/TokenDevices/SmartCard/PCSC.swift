@@ -2,6 +2,7 @@ import CPCSC
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Platform
 import Synchronization
 
 /// A pcsc-lite context (`SCardEstablishContext`). pcsc-lite wants one context per thread: a context and
@@ -233,8 +234,8 @@ public final class PCSCCard: SmartCardTransport {
   /// One APDU out, one response in (data ‖ SW1 SW2). Throws `.cardReset` through `SmartCardError.pcsc`
   /// with `.resetCard` so the session above can redo its SELECT.
   public func transmit(_ command: [UInt8]) throws(SmartCardError) -> [UInt8] {
-    // Room for an extended-length response; left uninitialised (zeroing 64 KiB per APDU was 0.2M instructions of
-    // a PIN change), pcsc-lite writes the first `outLen` bytes.
+    // Room for an extended-length response (ISO 7816-4 §5.1: up to 65,536 data bytes and SW1 SW2); left
+    // uninitialised, as pcsc-lite writes the first `outLen` bytes (docs/performance.md).
     let capacity = 65548
     var outLen = DWORD(capacity)
     // The PCI header only names the protocol; a local copy is as good as pcsc-lite's globals.

@@ -1,3 +1,5 @@
+import Platform
+
 /// A pcsc-lite return code (`LONG`), kept as a value; named constants from pcsclite.h.
 public struct PCSCStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
   public let rawValue: UInt32

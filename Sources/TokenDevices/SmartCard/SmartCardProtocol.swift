@@ -1,3 +1,5 @@
+import Platform
+
 /// Moves raw APDU bytes to one card. `PCSCCard` is the real one; tests may put a recorder in front of it.
 public protocol SmartCardTransport: AnyObject {
   var reader: String { get }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 struct FIDO2Command: ParsableCommand {
@@ -177,7 +178,7 @@ extension Prompter: FIDO2ResetInteraction {
     guard let terminal else { throw InputError.noTerminal(expected: .answer) }
     terminal.write(prompt)
     var answer = try terminal.readLine(echo: true)
-    defer { wipeSecret(&answer) }
+    defer { wipe(&answer) }
     return Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false)
   }
 

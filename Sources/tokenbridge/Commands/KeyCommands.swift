@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
+import Platform
 import TokenBridge
 
 struct Key: ParsableCommand {

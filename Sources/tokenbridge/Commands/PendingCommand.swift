@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 struct Pending: ParsableCommand {

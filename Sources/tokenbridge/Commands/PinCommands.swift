@@ -27,7 +27,7 @@ struct PinStatusCommand: ParsableCommand {
   func run() throws {
     try options.execute {
       let prompter = try options.prompter()
-      // The PUK's line is read too: `tokens` shows it, and a status that said "unknown" misled (issue 25).
+      // The PUK's line is read too, as `tokens` shows it: a status without it would read as "unknown".
       let info = try options.selection(includePUK: true, includeFIDO2: true).chooseAny(
         id: options.token, selector: prompter.terminal.map(TerminalTokenSelector.init)
       ).info

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Platform
 import Synchronization
 import TokenBridge
 
@@ -11,9 +12,8 @@ import TokenBridge
 /// - From the start of a command: a plain signal handler that says "interrupted" and ends the program (130, as a
 ///   shell does). Nothing is to be put back then, and a handler this simple needs no thread: a command that
 ///   never prompts on a terminal, never runs pinentry and never waits for a touch (a script's `--pin-fd` PIV
-///   command) starts no dispatch thread at all (issue 12: perf put about a tenth of a PIV PIN change's samples on
-///   that thread, part of it the process's teardown, and a second thread makes every munmap/mprotect a cross-CPU
-///   TLB flush; `Tools/bench/piv` PIN change 1.10x -> 1.03x).
+///   command) starts no dispatch thread at all: a second thread makes every munmap/mprotect a cross-CPU TLB flush
+///   (docs/performance.md).
 /// - Once something is to be put back or cancelled (`arm()`: a prompt turns echo off, a pinentry dialog, tokens
 ///   that wait for a touch): SIGINT goes to a dispatch source (never to an async-signal context), which, in
 ///   order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3); cancels a FIDO2

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 /// Implements the library's interaction protocols for the CLI: the terminal when there is one, a pinentry
@@ -110,8 +111,7 @@ final class Prompter: PinChanger, PinUserVerifier {
   func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
     -> String
   {
-    // Appended line by line: `joined(separator:)`'s first use (generic witness lookups) was 0.2M instructions, a
-    // ninth of a whole PIN change (issue 12).
+    // Appended line by line: `joined(separator:)`'s first use costs generic witness lookups (docs/performance.md).
     var text = "\(displayable(token.name)) (\(token.id))\n\(status.kind.rawValue): \(Render.tries(status))"
     if protection.isLastAttempt {
       text += "\nThis is the last try: a wrong \(status.kind.rawValue) now blocks it."
@@ -134,7 +134,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     guard let terminal else { throw InputError.notConfirmed(about) }
     terminal.write(warning + " Type yes to continue: ")
     var answer = try terminal.readLine(echo: true)
-    defer { wipeSecret(&answer) }
+    defer { wipe(&answer) }
     return Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false).lowercased() == "yes"
   }
 

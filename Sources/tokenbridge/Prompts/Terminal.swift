@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 #if canImport(Glibc)
@@ -59,7 +60,7 @@ final class Terminal {
     while true {
       let left = deadline.timeIntervalSinceNow
       guard left > 0 else {
-        wipeSecret(&line)
+        wipe(&line)
         throw InteractionError.timedOut
       }
       var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -69,7 +70,7 @@ final class Terminal {
       var byte: UInt8 = 0
       let n = Glibc.read(fd, &byte, 1)
       if n <= 0 {
-        wipeSecret(&line)
+        wipe(&line)
         throw InteractionError.cancelled
       }
       if byte == 0x0A || byte == 0x0D {
@@ -80,7 +81,7 @@ final class Terminal {
         line.append(byte)
       } else {
         tooLong = true
-        wipeSecret(&line)
+        wipe(&line)
         line = []
       }
       byte = 0
@@ -96,7 +97,7 @@ extension Terminal {
     for _ in 0..<3 {
       write("Which one [1-\(lines.count)]? ")
       var answer = try readLine(echo: true)
-      defer { wipeSecret(&answer) }
+      defer { wipe(&answer) }
       if let n = Int(Trim.whitespace(String(decoding: answer, as: UTF8.self), newlines: false)),
         (1...lines.count).contains(n), allowed(n - 1)
       {

@@ -1,5 +1,6 @@
 import Crypto
 import FoundationEssentials
+import Platform
 import UAFCore
 
 #if canImport(Glibc)
@@ -61,14 +62,14 @@ extension LocalData {
         let fd = try FileSafety.openFile(file, flags: O_RDWR)
         defer { close(fd) }
         var bytes = try Self.readAll(fd, path: file)
-        defer { wipeSecret(&bytes) }
+        defer { wipe(&bytes) }
         if !bytes.isEmpty {
           guard let stored = try? JSONDecoder().decode(DeviceKeys.Stored.self, from: Data(bytes)),
             var s = Base64URL.decode(stored.signature), var e = Base64URL.decode(stored.encryption)
           else { throw LocalDataError.unavailable(path: file, reason: "it is not a device key file") }
           defer {
-            wipeSecret(&s)
-            wipeSecret(&e)
+            wipe(&s)
+            wipe(&e)
           }
           guard let signing = try? P256.Signing.PrivateKey(rawRepresentation: s),
             let encryption = try? P256.KeyAgreement.PrivateKey(rawRepresentation: e)
@@ -81,7 +82,7 @@ extension LocalData {
             DeviceKeys.Stored(
               version: 1, signature: Base64URL.encode(Array(keys.signing.rawRepresentation)),
               encryption: Base64URL.encode(Array(keys.encryption.rawRepresentation))))) ?? Data())
-        defer { wipeSecret(&out) }
+        defer { wipe(&out) }
         var written = 0
         while written < out.count {
           let n = out[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
@@ -103,7 +104,7 @@ extension LocalData {
   static func readAll(_ fd: Int32, path: String) throws -> [UInt8] {
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
-    defer { wipeSecret(&chunk) }
+    defer { wipe(&chunk) }
     while true {
       let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
       if n < 0 && errno == EINTR { continue }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Platform
 import TokenDevices
 
 /// Every wire choice of the dispatch-target and device services made where the backend contract
