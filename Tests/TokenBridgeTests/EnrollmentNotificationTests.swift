@@ -35,7 +35,7 @@ import Testing
       posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
       let argv = ([path] + args).map { strdup($0) } + [nil]
       let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-      defer { (argv + envp).forEach { free($0) } }
+      defer { for p in argv + envp { free(p) } }
       var pid: pid_t = 0
       let rc = posix_spawn(&pid, path, &actions, &attr, argv, envp)
       guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EINVAL) }
@@ -78,7 +78,7 @@ import Testing
   @Test(.enabled(if: tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }))
   func busctlFallbackSendsNotifyOnTheSessionBus() throws {
     var daemons: [Daemon] = []
-    defer { daemons.forEach { $0.stop() } }
+    defer { for d in daemons { d.stop() } }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
