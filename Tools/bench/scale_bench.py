@@ -121,6 +121,8 @@ with tempfile.TemporaryDirectory() as work:
     ) * 1000
 
 ratio = many / one
+# Issue 26: twelve tokens at most 2.5x one card (each FIDO2 key is opened through libfido2 now).
+LIMIT = 2.5
 # Where the time goes, for a missed goal: the cards alone against one card, and what the keys add.
 cpu_one, cpu_many = (statistics.median(CPU[k]) * 1000 for k in ("one", "many"))
 runs = len(CPU["many"])
@@ -134,14 +136,14 @@ why = (f"{CARDS} cards alone {cards_only:.1f} ms ({cards_only / one:.2f}x); the 
        f"per card (CONNECT, BEGIN, 5 APDUs, END)")
 if ROWS:
     print(f"tokens --json, {CARDS} cards + {KEYS} keys (peer: ours, 1 card)\t{many:.1f} ms\t{one:.1f} ms\t"
-          f"{ratio:.2f}\t-\t<= 2.00x\t{'yes' if ratio <= 2.0 else 'no'}\t{'' if ratio <= 2.0 else why}")
+          f"{ratio:.2f}\t-\t<= {LIMIT:.2f}x\t{'yes' if ratio <= LIMIT else 'no'}\t{'' if ratio <= LIMIT else why}")
     print(f"accounts --json, {ACCOUNTS} registrations (absolute)\t{accounts:.1f} ms\t-\t-\t-\t<= 100 ms\t"
           f"{'yes' if accounts <= 100 else 'no'}")
 else:
     print(f"tokenbridge at scale: {BLOCKS} blocks of {PER_BLOCK} runs each, one-card and twelve-token blocks "
           f"alternating (median; each a new process)")
     print(f"tokens --json  1 card: {one:6.1f} ms   {CARDS} cards + {KEYS} keys: {many:6.1f} ms   "
-          f"(ratio {ratio:4.2f}; goal <= 2.00, our own one-card run is the baseline)")
+          f"(ratio {ratio:4.2f}; goal <= {LIMIT:.2f}, our own one-card run is the baseline)")
     print(f"               1 key: {one_key:6.1f} ms   {CARDS} cards alone: {cards_only:6.1f} ms "
           f"({cards_only / one:4.2f}x one card)   12 tokens vs one key: {many / one_key:4.2f}x")
     print(f"               CPU (tokenbridge, all threads): 1 card {cpu_one:.1f} ms, {CARDS} cards + {KEYS} keys "
