@@ -204,6 +204,8 @@ echo "done=1"
 def _deb():
     deb = os.environ.get("TB_DEB")
     if deb:
+        if not Path(deb).is_file():
+            pytest.fail(f"TB_DEB={deb}: no such package (Tools/package failed: see its output above)")
         return Path(deb)
     r = subprocess.run([str(ROOT / "Tools" / "package"), "--incremental"], capture_output=True, text=True,
                        timeout=3600)
@@ -330,14 +332,14 @@ def test_purge_leaves_nothing_of_ours(pkg):
     assert pkg["left_dpkg"] == "" and pkg["left_state"] == "", pkg
     assert pkg["mime_after"] == "" and pkg["on_path_after"] == ""
     # Every file changed since the install that names tokenbridge (path or content), but dpkg's own backup of its
-    # status file from before the purge and its log of what it did.
+    # status file from before the purge (rewritten by its next run; /var/log is not looked at).
     # man-db's index is shared: its trigger (mandb -pq) adds pages and leaves removed ones for its daily job, as
     # for every package; after that job the page is gone from the index too (whatis found it once installed).
     assert pkg["man_after"].startswith("No manual entry for tokenbridge"), pkg["man_after"]
     assert pkg["mandb_rc"] == "0"
     assert pkg["whatis_daily"] == "tokenbridge: nothing appropriate.", (pkg["whatis_after"], pkg["whatis_daily"])
     ours = [f for f in listed(pkg["changed_naming"])
-            if not re.fullmatch(r"/var/lib/dpkg/(status|available)-old \(content\)|/var/cache/man/index.db \(content\)", f)]
+            if not re.fullmatch(r"/var/lib/dpkg/(status|available)-old \(content\)", f)]
     assert ours == [], f"changed since the install: {pkg['changed']}"
     # Per-user data is the user's: purge does not reach into home directories.
     assert "tokenbridge.sqlite" in pkg["user_data_kept"]
