@@ -8,6 +8,7 @@
 # replugged (nothing asked). The plumbing is Tests/lab/guest_enroll_systemd.sh's (that script keeps it inline).
 # Prints KEY=VALUE lines; the test asserts on them.
 set -u
+echo "uptime_at_start=$(cut -d' ' -f1 /proc/uptime)"  # the boot, on the guest's clock
 vt="${TB_BIN:-$LAB_ROOT/.build/debug}"
 tb="$vt/tokenbridge"
 w=$(mktemp -d /tmp/plug3p.XXXXXX)
@@ -63,7 +64,8 @@ wait_ended() {  # until N units ended in all (bounded), reading only the journal
 getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
 attach() {
   for _ in $(seq 100); do usbip --tcp-port 3262 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.2; done
-  usbip --tcp-port 3262 attach -r 127.0.0.1 -b 1-1 >/dev/null 2>&1 || { echo "attach_failed=1"; cat "$w/server.log"; exit 91; }
+  usbip --tcp-port 3262 attach -r 127.0.0.1 -b 1-1 >/dev/null 2>&1 ||
+    { echo "attach_failed=1"; cat "$w/server.log"; exit 91; }
 }
 detach() {
   local p
@@ -73,6 +75,8 @@ detach() {
 }
 rows() { sqlite3 "$data/tokenbridge.sqlite" "select tokenID || ':' || state from authenticator order by tokenID" 2>/dev/null | tr '\n' ' '; }
 memory() { tr -d ' \n' <"$data/enrollment.json" 2>/dev/null; }
+
+echo "setup=$(python3 -c "print(round($(cut -d' ' -f1 /proc/uptime) - $t_key, 1))")"  # from the key's start to here
 
 # Plugged in, nothing typed: one unit (the key has only a HID interface), a new PIN, then the registration's PIN.
 t0=$(cut -d' ' -f1 /proc/uptime)
@@ -89,17 +93,21 @@ echo "getpins=$(getpins)"
 echo "memory=$(memory)"
 echo "rows=$(rows)"
 # The answers came from solo1: its AAGUID, and the PIN the enrollment set.
-echo "info=$(fido2-token -I "$(fido2-token -L | cut -d: -f1 | head -1)" 2>&1 | grep -E '^(aaguid|pin retries|options):' | tr '\n' '|')"
+node=$(fido2-token -L | cut -d: -f1 | head -1)
+echo "info=$(fido2-token -I "$node" 2>&1 | grep -E '^(aaguid|pin retries|options):' | tr '\n' '|')"
 echo "sigterm=$(journal | grep -c 'status=15/TERM')"
 
 # Unplugged and plugged in again: nothing asked, nothing registered.
 n=$(ended)
+t2=$(cut -d' ' -f1 /proc/uptime)
 detach
 attach
 wait_ended $((n + 1))
+echo "replug=$(python3 -c "print(round($(cut -d' ' -f1 /proc/uptime) - $t2, 1))")"
 echo "replug_units=$(($(ended) - n))"
 echo "replug_remembered=$(journal | grep -c "$usb was enrolled before")"
 echo "replug_getpins=$(getpins)"
 echo "replug_regs=$(regs)"
 echo "replug_rows=$(rows)"
+echo "uptime_at_done=$(cut -d' ' -f1 /proc/uptime)"
 echo "done=1"

@@ -33,8 +33,10 @@ def plug():
                        capture_output=True, text=True, timeout=900, env={**os.environ, "TB_BIN": str(BIN)})
     out = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l and l.split("=", 1)[0].isidentifier())
     assert r.returncode == 0 and out.get("done") == "1", r.stdout[-4000:] + r.stderr[-2000:]
-    print(f"\nsolo1 plug-in enrollment: lab run {time.monotonic() - started:.0f} s (boot included), solo1 start "
-          f"{out['key_start']} s, insert→enrolled {out['insert_to_enrolled']} s")
+    script = float(out["uptime_at_done"]) - float(out["uptime_at_start"])
+    print(f"\nsolo1 plug-in enrollment: lab run {time.monotonic() - started:.0f} s; on the guest's clock: boot "
+          f"{out['uptime_at_start']} s, the script {script:.1f} s (solo1 start {out['key_start']} s, setup "
+          f"{out['setup']} s, insert→enrolled {out['insert_to_enrolled']} s, replug {out['replug']} s)")
     return out
 
 
