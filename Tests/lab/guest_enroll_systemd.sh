@@ -42,34 +42,10 @@ env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ set
   PINENTRY_PROGRAM="$LAB_ROOT/Tests/lab/guest_enroll_pinentry.sh" SCRIPTED_PINENTRY_SCENARIO="$sc" PATH="$PATH"
 for _ in $(seq 300); do [ -s "$w/rp.port" ] && break; sleep 0.2; done
 url="http://127.0.0.1:$(cat "$w/rp.port")"
-# The AAIDs registered at the RP, sorted, as a JSON list.
-regs() {
-  curl -fsS "$url/_admin/registrations" | grep -o '"aaid": *"[^"]*"' | sed 's/.*: *//' | sort | paste -sd, |
-    sed 's/^/[/; s/$/]/'
-}
 mkdir -p /root/.config/tokenbridge
 printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
 
-# The journal as of the last snap (wait_ended takes one when it returns): one read per phase, not one per line
-# printed (each read of the whole journal takes about half a second under TCG).
-snap() { journalctl --no-pager -o cat >"$w/journal"; }
-journal() { cat "$w/journal"; }
-# Units of tokenbridge-enroll@ that ended (finished or failed) so far.
-ended() { journal | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@'; }
-# wait_ended N: until N units ended in all (bounded). Reads only the journal's new entries each time (a cursor
-# file): reading the whole journal twice a second took CPU the enrollments need under TCG.
-wait_ended() {
-  local seen=0 c="$w/wait.cursor"
-  rm -f "$c"
-  for _ in $(seq 240); do
-    seen=$((seen + $(journalctl --no-pager -o cat --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
-    [ "$seen" -ge "$1" ] && { snap; return 0; }
-    sleep 0.5
-  done
-  echo "timeout_waiting_units=$1"
-  snap
-}
-getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
+. "$LAB_ROOT/Tests/lab/guest_enroll_common.sh"
 port_of() { usbip port 2>/dev/null | awk -v s="127.0.0.1:$1/" '/^Port/{p=$2} index($0, s){sub(":", "", p); print p}'; }
 attach() {  # attach PORT: the server's device 1-1
   for _ in $(seq 100); do usbip --tcp-port "$1" list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.2; done
@@ -81,8 +57,6 @@ detach() {  # detach PORT, and wait until its hidraw node is gone
   for _ in $(seq 100); do [ "$(ls /sys/class/hidraw | wc -l)" -lt "$n" ] && break; sleep 0.1; done
 }
 uptime_now() { cut -d' ' -f1 /proc/uptime; }
-rows() { sqlite3 "$data/tokenbridge.sqlite" "select tokenID || ':' || state from authenticator order by tokenID" 2>/dev/null | tr '\n' ' '; }
-memory() { tr -d ' \n' <"$data/enrollment.json" 2>/dev/null; }
 
 # A: plugged in, nothing typed: one enrollment (FIDO2, prefer's default): a first PIN, then the registration.
 scenario '["1234", "1234"]'

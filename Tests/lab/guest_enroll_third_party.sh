@@ -5,7 +5,7 @@
 # The rules and the user unit are installed as a package would (Tools/install-udev); root's user manager gets the
 # scripted pinentry (Tests/lab/guest_enroll_pinentry.sh); then the key is attached and nothing is typed:
 # udev → SYSTEMD_USER_WANTS → tokenbridge-enroll@.service → tokenbridge enroll. Phases: plugged (enrolled),
-# replugged (nothing asked). The plumbing is Tests/lab/guest_enroll_systemd.sh's (that script keeps it inline).
+# replugged (nothing asked). The shared plumbing is Tests/lab/guest_enroll_common.sh.
 # Prints KEY=VALUE lines; the test asserts on them.
 set -u
 echo "uptime_at_start=$(cut -d' ' -f1 /proc/uptime)"  # the boot, on the guest's clock
@@ -40,28 +40,10 @@ echo "key_start=$(python3 -c "print(round($(cut -d' ' -f1 /proc/uptime) - $t_key
 srv=$!
 for _ in $(seq 300); do [ -s "$w/rp.port" ] && break; sleep 0.2; done
 url="http://127.0.0.1:$(cat "$w/rp.port")"
-regs() {
-  curl -fsS "$url/_admin/registrations" | grep -o '"aaid": *"[^"]*"' | sed 's/.*: *//' | sort | paste -sd, |
-    sed 's/^/[/; s/$/]/'
-}
 mkdir -p /root/.config/tokenbridge
 printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
 
-snap() { journalctl --no-pager -o cat >"$w/journal"; }
-journal() { cat "$w/journal"; }
-ended() { journal | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@'; }
-wait_ended() {  # until N units ended in all (bounded), reading only the journal's new entries each time
-  local seen=0 c="$w/wait.cursor"
-  rm -f "$c"
-  for _ in $(seq 240); do
-    seen=$((seen + $(journalctl --no-pager -o cat --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
-    [ "$seen" -ge "$1" ] && { snap; return 0; }
-    sleep 0.5
-  done
-  echo "timeout_waiting_units=$1"
-  snap
-}
-getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
+. "$LAB_ROOT/Tests/lab/guest_enroll_common.sh"
 attach() {
   for _ in $(seq 100); do usbip --tcp-port 3262 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.2; done
   usbip --tcp-port 3262 attach -r 127.0.0.1 -b 1-1 >/dev/null 2>&1 ||
@@ -73,8 +55,6 @@ detach() {
   usbip detach -p "$p" >/dev/null 2>&1
   for _ in $(seq 100); do [ -z "$(ls /sys/class/hidraw)" ] && break; sleep 0.1; done
 }
-rows() { sqlite3 "$data/tokenbridge.sqlite" "select tokenID || ':' || state from authenticator order by tokenID" 2>/dev/null | tr '\n' ' '; }
-memory() { tr -d ' \n' <"$data/enrollment.json" 2>/dev/null; }
 
 echo "setup=$(python3 -c "print(round($(cut -d' ' -f1 /proc/uptime) - $t_key, 1))")"  # from the key's start to here
 
