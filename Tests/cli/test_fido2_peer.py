@@ -110,14 +110,7 @@ def test_make_credential_and_assertion_verified_by_python_fido2_server(key, prot
                          extensions=[HmacSecretExtension(allow_hmac_secret=True)])
     if protocol == 1:  # force protocol 1 by hiding 2 from the client
         ctap.info.pin_uv_protocols[:] = [1]
-    server = Fido2Server(PublicKeyCredentialRpEntity(id="example.com", name="Example"))
-    opts, state = server.register_begin(PublicKeyCredentialUserEntity(id=b"u1", name="alice"),
-                                        user_verification="required")
-    reg = client.make_credential({**dict(opts.public_key), "extensions": {"hmacCreateSecret": True}})
-    assert reg.client_extension_results == {"hmacCreateSecret": True}
-    cred = server.register_complete(state, reg)
-    assert cred.flags & 0x04  # user verified with the PIN
-    outputs = hmac_secret_twice(client, server, cred)
+    outputs = register_then_hmac_secret_twice(client)
     assert outputs[0] == outputs[1]  # hmac-secret is stable for a salt
 
 
@@ -179,6 +172,19 @@ def test_malformed_frames_and_cbor_never_crash_it(key):
         r = dev.call(0x10, body)  # CTAPHID_CBOR
         assert r[0] != 0  # an error status, not a crash
     assert "FIDO_2_1" in key.ctap().info.versions
+
+
+def register_then_hmac_secret_twice(client):
+    """A credential with hmac-secret made with user verification and checked by python-fido2's server, then
+    `hmac_secret_twice` with it."""
+    server = Fido2Server(PublicKeyCredentialRpEntity(id="example.com", name="Example"))
+    opts, state = server.register_begin(PublicKeyCredentialUserEntity(id=b"u1", name="alice"),
+                                        user_verification="required")
+    reg = client.make_credential({**dict(opts.public_key), "extensions": {"hmacCreateSecret": True}})
+    assert reg.client_extension_results == {"hmacCreateSecret": True}
+    cred = server.register_complete(state, reg)
+    assert cred.flags & 0x04  # user verified (the PIN token)
+    return hmac_secret_twice(client, server, cred)
 
 
 def hmac_secret_twice(client, server, cred):

@@ -15,7 +15,7 @@ from fido2.server import Fido2Server
 from fido2.utils import websafe_decode
 from fido2.webauthn import PublicKeyCredentialRpEntity, PublicKeyCredentialUserEntity
 
-from test_fido2_peer import hmac_secret_twice
+from test_fido2_peer import register_then_hmac_secret_twice
 from fido2_conn import Key, open_device
 
 ERR = CtapError.ERR
@@ -60,14 +60,7 @@ def test_solo1_legacy_token_hmac_secret_and_assertion(solo1):
     dev = open_device(solo1.sock)
     client = Fido2Client(dev, DefaultClientDataCollector("https://example.com"), user_interaction=PinUI("1234"),
                          extensions=[HmacSecretExtension(allow_hmac_secret=True)])
-    server = Fido2Server(PublicKeyCredentialRpEntity(id="example.com", name="Example"))
-    opts, state = server.register_begin(PublicKeyCredentialUserEntity(id=b"u1", name="alice"),
-                                        user_verification="required")
-    reg = client.make_credential({**dict(opts.public_key), "extensions": {"hmacCreateSecret": True}})
-    assert reg.client_extension_results == {"hmacCreateSecret": True}
-    cred = server.register_complete(state, reg)
-    assert cred.flags & 0x04  # user verified with the legacy token
-    outputs = hmac_secret_twice(client, server, cred)
+    outputs = register_then_hmac_secret_twice(client)  # user verified with the legacy token
     assert outputs[0] == outputs[1] and len(websafe_decode(outputs[0])) == 32
     subs = pin_subcommands(solo1)
     assert 0x05 in subs and 0x09 not in subs
