@@ -97,10 +97,10 @@ public struct FIDO2CoolDown: Sendable {
 
   func update(_ ref: FIDO2DeviceRef, _ change: (inout Record) -> Void) {
     guard let plugIn = Self.plugIn(ref.path) else { return }
-    var r = load(ref).flatMap { $0.plugIn == plugIn ? $0 : nil } ?? Record(plugIn: plugIn, retries: nil, mismatches: 0)
-    let before = r
+    let stored = load(ref)
+    var r = stored.flatMap { $0.plugIn == plugIn ? $0 : nil } ?? Record(plugIn: plugIn, retries: nil, mismatches: 0)
     change(&r)
-    if r != before || load(ref) == nil { save(r, for: ref) }
+    if r != stored { save(r, for: ref) }  // written only when it says something new
   }
 
   /// This plug-in of the device at `path`: its node's (or socket's) device, inode and change time. A replugged

@@ -42,16 +42,6 @@ extension FIDO2Session {
   /// Forgets the getInfo answer: the key's state changed (PIN set or changed, reset, credentials stored).
   func infoChanged() { knownInfo = nil }
 
-  /// What libfido2 learnt from the getInfo inside its open, without asking the key again: whether the key takes
-  /// PIN tokens with permissions (`pinUvAuthToken`), has a PIN set, credential management, built-in UV.
-  public var openedWith: (permissions: Bool, pinSet: Bool, credentialManagement: Bool, uv: Bool)? {
-    guard let dev, fido_dev_is_fido2(dev) else { return nil }
-    return (
-      fido_dev_supports_permissions(dev), fido_dev_has_pin(dev), fido_dev_supports_credman(dev),
-      fido_dev_has_uv(dev)
-    )
-  }
-
   /// Sends getInfo (`fido_dev_get_cbor_info`) and keeps the answer for `info()`.
   @discardableResult
   public func refreshInfo() throws(TokenError) -> FIDO2Info {
