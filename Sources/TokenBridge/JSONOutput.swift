@@ -14,4 +14,12 @@ public enum JSONOutput {
     guard let data = try? encoder.encode(value) else { return "null" }
     return String(decoding: data, as: UTF8.self)
   }
+
+  /// The same JSON on one line (a notice on stderr beside a command's own output).
+  public static func line<T: Encodable>(_ value: T) -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    guard let data = try? encoder.encode(value) else { return "null" }
+    return String(decoding: data, as: UTF8.self)
+  }
 }

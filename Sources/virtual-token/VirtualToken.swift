@@ -65,6 +65,9 @@ struct PIV: ParsableCommand {
   @Option(help: "PIN tries of a new card, 1-15 (default: the profile's: yubikey 3, generic 5).")
   var pinTries: Int?
 
+  @Option(help: "Test hook: cut a flow at its k-th APDU, driven through files in this directory (RequestPause).")
+  var pauseDir: String?
+
   func validate() throws {
     guard vpcdAddress != nil else { throw ValidationError("--vpcd must be HOST:PORT, e.g. 127.0.0.1:35963") }
     guard firmwareBytes != nil else { throw ValidationError("--firmware must be MAJOR.MINOR.PATCH, e.g. 5.4.3") }
@@ -133,6 +136,7 @@ struct PIV: ParsableCommand {
     }
     let (host, port) = vpcdAddress!
     let link = VPCDLink(host: host, port: port, card: card, log: log)
+    link.pause = pauseDir.map(RequestPause.init(directory:))
     link.inserted = !removed
 
     let sources = handleSignals(
@@ -169,6 +173,9 @@ struct FIDO2: ParsableCommand {
   @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Write the process id here once running.") var pidFile: String?
   @Flag(help: "Log every CTAPHID request to stderr (for benchmarks).") var logRequests = false
+  @Option(
+    help: "Test hook: cut a flow at its k-th CTAPHID message, driven through files in this directory (RequestPause).")
+  var pauseDir: String?
   @Flag(help: "Start with forcePINChange set (the PIN must be changed before it is used).") var forcePinChange = false
   @Option(
     help: """
@@ -214,6 +221,7 @@ struct FIDO2: ParsableCommand {
     }
     let server = CTAPHIDServer(key: key, path: socket, log: log)
     server.logRequests = logRequests
+    server.engine.pause = pauseDir.map(RequestPause.init(directory:))
     let sources = handleSignals(
       [
         (SIGUSR1, { server.replug() }), (SIGUSR2, { key.touchNow() }), (SIGTERM, { server.stop() }),

@@ -50,6 +50,24 @@ extension LocalData {
         UNIQUE (server, username));
       """
     ),
+    // Durable intent before destruction: what an operation is about to destroy on a token (a FIDO2 reset, a
+    // credential deletion, a PIV key overwritten by deregistration), committed before the first destructive
+    // request and removed once the operation and its local consequences are done. One left behind by a run that
+    // is gone is finished (or reported) at the next start. `dependents` is the JSON of the local registrations
+    // whose key the operation destroys, as they were when it began.
+    (
+      "v5-intents",
+      """
+      CREATE TABLE intent (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tokenID TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        dependents TEXT NOT NULL,
+        ownerPID INTEGER,
+        ownerStart INTEGER,
+        createdAt DATETIME NOT NULL);
+      """
+    ),
   ]
 
   /// Applies the migrations the database lacks, each in one immediate transaction with its identifier. As

@@ -45,12 +45,22 @@ extension FIDO2Maintenance {
     let yes: Bool
     do { yes = try confirm(hit) } catch { throw mapInteraction(error) }
     guard yes else { throw .declined }
+    // Durable intent before the deletion: a kill between it and the local removal is finished at the next start.
+    let dependents: [AuthenticatorRecord]
+    do {
+      dependents = try localData.authenticators(includeAll: true).filter { hit.registrations.contains($0.keyID) }
+    } catch { throw .localData(error) }
+    let intent: Int64
+    do {
+      intent = try localData.beginIntent(.fido2CredentialDeletion, tokenID: key.info.id, dependents: dependents)
+    } catch { throw .localData(error) }
     do { try session.deleteResidentCredential(hit.credential.credentialID, pin: pin.bytes) } catch {
-      throw .token(error)
+      throw .token(error)  // the intent stays: the next start asks the key whether the credential went
     }
     // The local registrations that used it cannot sign any more: forget them (the server is not told; the user
     // can deregister those accounts).
     for k in hit.registrations { try? localData.delete(k) }
+    try? localData.clearIntent(intent)
     return hit
   }
 

@@ -119,13 +119,35 @@ extension FIDO2Maintenance {
     }
     interaction.keyIsBack(plan, canceller: session.canceller)
     session.touchCue = { interaction.touchToReset(plan) }
-    do { try session.reset() } catch { throw .token(error) }
-    return deregister(plan.dependents)
+    // Durable intent: committed before the reset is sent, so a kill from here on is finished at the next start
+    // (the credentials probed: gone → the dependents are deregistered and removed there).
+    let intent: Int64
+    do { intent = try localData.beginIntent(.fido2Reset, tokenID: key.info.id, dependents: plan.dependents) } catch {
+      throw .localData(error)
+    }
+    do { try session.reset() } catch {
+      // The key said no (outside its window, no touch, cancelled): nothing was erased. Any other failure (the
+      // answer lost) leaves the intent for the next start, which asks the key.
+      switch error {
+      case .resetNotAllowed, .touchDenied, .touchTimeout, .cancelled: try? localData.clearIntent(intent)
+      default: break
+      }
+      throw .token(error)
+    }
+    let results = deregister(plan.dependents)
+    try? localData.clearIntent(intent)
+    return results
+  }
+
+  func deregister(_ records: [AuthenticatorRecord]) -> [FIDO2DeregistrationResult] {
+    Self.deregister(records, configuration: configuration, localData: localData)
   }
 
   /// Best effort: each dependent registration is deregistered at its server (the server forgets it), then
   /// removed from local data whatever the server said — its key is gone with the reset.
-  func deregister(_ records: [AuthenticatorRecord]) -> [FIDO2DeregistrationResult] {
+  static func deregister(_ records: [AuthenticatorRecord], configuration: Configuration, localData: LocalData)
+    -> [FIDO2DeregistrationResult]
+  {
     records.map { r in
       var failure: ErrorReport?
       do {

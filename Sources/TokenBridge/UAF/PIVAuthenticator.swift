@@ -173,9 +173,33 @@ public final class PIVAuthenticator: TokenAuthenticator {
   /// the slot as ours. Needs the management key (and the PIN if it is PIN-protected).
   public func destroyKey(_ record: AuthenticatorRecord, verifier: PinUserVerifier) throws(OperationError) {
     let slot = PIVSlot(rawValue: UInt8(record.slot))
-    let session = token.session
     let source: ManagementKeySource
     do { source = try managementKey() } catch { throw .token(error) }
+    // Durable intent before the overwrite: a kill between it and the local removal is finished at the next start
+    // (the slot's public key read: another key there → the registration goes).
+    let intent: Int64
+    do { intent = try localData.beginIntent(.pivKeyOverwrite, tokenID: token.info.id, dependents: [record]) } catch {
+      throw .localData(error)
+    }
+    do {
+      try overwrite(slot, source: source, verifier: verifier)
+    } catch {
+      // Refused before the key was generated (PIN, management key, cancel): nothing changed on the card. Any other
+      // failure leaves the intent for the next start, which reads the slot.
+      switch error {
+      case .token(.wrongPIN), .token(.pinBlocked), .token(.managementKeyRejected), .token(.cancelled), .cancelled,
+        .declined, .blocked, .pinRefused, .timedOut:
+        try? localData.clearIntent(intent)
+      default: break
+      }
+      throw error
+    }
+    do { try localData.abandon(record.keyID) } catch { throw .localData(error) }
+    try? localData.clearIntent(intent)
+  }
+
+  func overwrite(_ slot: PIVSlot, source: ManagementKeySource, verifier: PinUserVerifier) throws(OperationError) {
+    let session = token.session
     if case .pinProtected = source {
       try PinVerification(purpose: "remove the key").run(on: token, verifier: verifier) { (pin) throws(TokenError) in
         try session.authenticateManagementKey(.pinProtected, pin: pin.bytes)
@@ -189,6 +213,5 @@ public final class PIVAuthenticator: TokenAuthenticator {
         }
       } catch { throw .token(error) }
     }
-    do { try localData.abandon(record.keyID) } catch { throw .localData(error) }
   }
 }

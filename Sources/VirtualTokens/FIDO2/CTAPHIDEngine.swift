@@ -14,6 +14,8 @@ public final class CTAPHIDEngine: @unchecked Sendable {
   let busy = NSLock()
   /// Log every complete CTAPHID request (`Tools/bench` counts them).
   public var logRequests = false
+  /// Test hook: cuts a flow at its k-th CTAPHID message (`RequestPause`).
+  public var pause: RequestPause?
 
   public init(key: VirtualFIDO2Key, log: @escaping (String) -> Void) {
     self.key = key
@@ -39,6 +41,8 @@ public final class CTAPHIDEngine: @unchecked Sendable {
     var pending: (cid: UInt32, cmd: UInt8, total: Int, data: [UInt8], seq: UInt8)?
     /// CBOR requests queued on or running on `worker` (the reading thread adds, the worker takes away).
     var onWorker = 0
+    /// Frames of replies held back while a request is under the test hook (`RequestPause`).
+    var held: [[UInt8]]?
     let workerLock = NSLock()
 
     init(engine: CTAPHIDEngine, emit: @escaping ([UInt8]) -> Void) {
@@ -98,6 +102,18 @@ public final class CTAPHIDEngine: @unchecked Sendable {
     }
 
     func handle(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
+      guard let pause = engine.pause else { return process(cid, cmd, data) }
+      // The reply is held until the pause ends: with `after`, the request was processed and its answer is lost.
+      sendLock.withLock { held = [] }
+      _ = pause.around({ process(cid, cmd, data) }, dropped: ())
+      let frames = sendLock.withLock {
+        defer { held = nil }
+        return held ?? []
+      }
+      for f in frames { emit(f) }
+    }
+
+    func process(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
       if engine.logRequests {
         var sub = cmd == 0x90 ? String(format: " ctap=0x%02x", data.first ?? 0) : ""
         // clientPIN's subCommand (key 2), so a benchmark can tell getPINRetries (0x01) from the others.
@@ -149,7 +165,10 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         offset += chunk.count
         seq += 1
       }
-      for f in frames { emit(f + [UInt8](repeating: 0, count: 64 - f.count)) }
+      for f in frames {
+        let report = f + [UInt8](repeating: 0, count: 64 - f.count)
+        if held != nil { held?.append(report) } else { emit(report) }
+      }
     }
   }
 

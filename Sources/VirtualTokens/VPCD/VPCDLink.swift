@@ -16,6 +16,8 @@ public final class VPCDLink: @unchecked Sendable {
   var _inserted = true
   var _stopped = false
   var fd: Int32 = -1
+  /// Test hook: cuts a flow at its k-th APDU (`RequestPause`).
+  public var pause: RequestPause?
 
   public init(host: String, port: UInt16, card: VirtualPIVCard, log: @escaping (String) -> Void) {
     self.host = host
@@ -104,7 +106,9 @@ public final class VPCDLink: @unchecked Sendable {
         }
         continue
       }
-      guard send(s, card.process(payload)) else { return }
+      let card = self.card
+      let reply = pause.map { $0.around({ card.process(payload) }, dropped: [0x6F, 0x00])! } ?? card.process(payload)
+      guard send(s, reply) else { return }
     }
   }
 

@@ -72,8 +72,9 @@ struct FIDO2CredentialsList: ParsableCommand {
   func run() throws {
     try options.execute {
       let prompter = try options.prompter()
-      let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
+      UAFContext.finishInterrupted(env, options, prompter)
+      let key = try options.fido2Key(prompter)
       let list = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).credentials(
         key, verifier: prompter)
       if options.json {
@@ -98,8 +99,9 @@ struct FIDO2CredentialsDelete: ParsableCommand {
   func run() throws {
     try options.execute {
       let prompter = try options.prompter()
-      let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
+      UAFContext.finishInterrupted(env, options, prompter)
+      let key = try options.fido2Key(prompter)
       let gone = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).deleteCredential(
         key, id: id, verifier: prompter
       ) { c in
@@ -137,8 +139,9 @@ struct FIDO2Reset: ParsableCommand {
   func run() throws {
     try options.execute {
       let prompter = try options.prompter()
-      let key = try options.fido2Key(prompter)
       let env = try UAFEnvironment()
+      UAFContext.finishInterrupted(env, options, prompter)
+      let key = try options.fido2Key(prompter)
       let results = try FIDO2Maintenance(environment: env, interactionTimeout: options.timeout).reset(
         key, interaction: prompter)
       if options.json {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Platform
 import TokenBridge
 
 /// Options of commands that talk to a server.
@@ -33,6 +34,21 @@ struct UAFContext {
     if !env.repaired.isEmpty {
       prompter.say(
         "tokenbridge: \(env.repaired.count) interrupted registration(s) cleaned up; their slots will be reused.")
+    }
+    Self.finishInterrupted(env, options, prompter)
+  }
+
+  /// Finishes (or reports) what an interrupted reset, credential deletion or key overwrite left behind, and says
+  /// so: plain text on stderr, or with --json one line `{"interruptedOperations":[…]}` on stderr (stdout keeps
+  /// the command's own output).
+  static func finishInterrupted(_ env: UAFEnvironment, _ options: GlobalOptions, _ prompter: Prompter) {
+    let outcomes = env.finishInterruptedOperations(trace: options.traceSink)
+    guard !outcomes.isEmpty else { return }
+    if options.json {
+      struct Notice: Encodable { var interruptedOperations: [IntentOutcome] }
+      FileIO.writeError(JSONOutput.line(Notice(interruptedOperations: outcomes)) + "\n")
+    } else {
+      for o in outcomes { for line in o.lines { prompter.say("tokenbridge: " + line) } }
     }
   }
 
