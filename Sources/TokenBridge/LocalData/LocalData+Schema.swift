@@ -59,7 +59,7 @@ extension LocalData {
       "v5-intents",
       """
       CREATE TABLE intent (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        id INTEGER PRIMARY KEY,
         tokenID TEXT NOT NULL,
         kind TEXT NOT NULL,
         dependents TEXT NOT NULL,
