@@ -73,15 +73,27 @@ public struct Enrollment {
     }
   }
 
-  /// The PIV token behind this device's CCID interface: pcscd names the reader "… (USB serial) …"; waits
-  /// (bounded, on PC/SC events) for pcscd to list it with a card.
+  /// The PIV token behind this device's CCID interface, waiting (bounded, on PC/SC events) for pcscd to list its
+  /// reader with a card. Which reader is this device's: with a USB serial, the one pcscd names "… (SERIAL) …";
+  /// without one, the one whose USB channel (`SCARD_ATTR_CHANNEL_ID`: bus number and device address, as libccid
+  /// gives them) is this device's in sysfs. A reader that does not say is never taken for it: a card in another
+  /// reader is not this device's, and guessing would remember the decision under the wrong token.
   func waitForCard(seconds: Double) throws(OperationError) -> String {
+    let identity = self.identity
     let marker = identity.serial.map { "(\($0))" }
+    let unknown = OperationError.enrollment(
+      .readerUnknown(identity.busPath, bus: identity.busNumber, address: identity.deviceAddress, seconds: Int(seconds)))
+    if marker == nil, identity.busNumber == nil || identity.deviceAddress == nil { throw unknown }
     do {
       let context = try PCSCContext()
       let reader = try context.waitForCard(
-        in: { name in marker.map { name.firstRange(of: $0) != nil } ?? true }, seconds: seconds)
-      guard let reader else { throw OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds))) }
+        in: { name in
+          if let marker { return name.firstRange(of: marker) != nil }
+          return context.channelID(name).map(identity.isChannel) ?? false
+        }, seconds: seconds)
+      guard let reader else {
+        throw marker == nil ? unknown : OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds)))
+      }
       let listing = try TokenListing(trace: nil)
       guard let token = listing.tokens.first(where: { $0.reader == reader }) else {
         throw OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds)))
@@ -312,6 +324,9 @@ public enum EnrollmentError: Error, Equatable, Sendable {
   case notAToken(String)
   /// pcscd did not list a reader with a card for the device in time.
   case noReader(String, seconds: Int)
+  /// The device has no USB serial and no reader with a card said (by its USB channel) that it is this device's
+  /// within `seconds` (0: sysfs gives no bus number and address to match by).
+  case readerUnknown(String, bus: Int?, address: Int?, seconds: Int)
   /// The lock or the remembered decisions could not be written.
   case state(String)
 }
