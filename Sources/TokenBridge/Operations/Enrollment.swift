@@ -83,7 +83,9 @@ public struct Enrollment {
     let marker = identity.serial.map { "(\($0))" }
     let unknown = OperationError.enrollment(
       .readerUnknown(identity.busPath, bus: identity.busNumber, address: identity.deviceAddress, seconds: Int(seconds)))
-    if marker == nil, identity.busNumber == nil || identity.deviceAddress == nil { throw unknown }
+    if marker == nil, identity.busNumber == nil || identity.deviceAddress == nil {
+      throw .enrollment(.readerUnknown(identity.busPath, bus: nil, address: nil, seconds: 0))
+    }
     do {
       let context = try PCSCContext()
       let reader = try context.waitForCard(
