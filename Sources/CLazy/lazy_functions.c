@@ -460,6 +460,7 @@ static const char *const names_TB_LIB_PCSCLITE[] = {
     "SCardDisconnect",
     "SCardEndTransaction",
     "SCardEstablishContext",
+    "SCardGetAttrib",
     "SCardGetStatusChange",
     "SCardListReaders",
     "SCardReconnect",
@@ -492,24 +493,28 @@ LONG SCardEstablishContext(DWORD a0, LPCVOID a1, LPCVOID a2, LPSCARDCONTEXT a3) 
   return ((__typeof__(&SCardEstablishContext))tb_lazy_function(TB_LIB_PCSCLITE, 5))(a0, a1, a2, a3);
 }
 
+LONG SCardGetAttrib(SCARDHANDLE a0, DWORD a1, LPBYTE a2, LPDWORD a3) {
+  return ((__typeof__(&SCardGetAttrib))tb_lazy_function(TB_LIB_PCSCLITE, 6))(a0, a1, a2, a3);
+}
+
 LONG SCardGetStatusChange(SCARDCONTEXT a0, DWORD a1, SCARD_READERSTATE *a2, DWORD a3) {
-  return ((__typeof__(&SCardGetStatusChange))tb_lazy_function(TB_LIB_PCSCLITE, 6))(a0, a1, a2, a3);
+  return ((__typeof__(&SCardGetStatusChange))tb_lazy_function(TB_LIB_PCSCLITE, 7))(a0, a1, a2, a3);
 }
 
 LONG SCardListReaders(SCARDCONTEXT a0, LPCSTR a1, LPSTR a2, LPDWORD a3) {
-  return ((__typeof__(&SCardListReaders))tb_lazy_function(TB_LIB_PCSCLITE, 7))(a0, a1, a2, a3);
+  return ((__typeof__(&SCardListReaders))tb_lazy_function(TB_LIB_PCSCLITE, 8))(a0, a1, a2, a3);
 }
 
 LONG SCardReconnect(SCARDHANDLE a0, DWORD a1, DWORD a2, DWORD a3, LPDWORD a4) {
-  return ((__typeof__(&SCardReconnect))tb_lazy_function(TB_LIB_PCSCLITE, 8))(a0, a1, a2, a3, a4);
+  return ((__typeof__(&SCardReconnect))tb_lazy_function(TB_LIB_PCSCLITE, 9))(a0, a1, a2, a3, a4);
 }
 
 LONG SCardReleaseContext(SCARDCONTEXT a0) {
-  return ((__typeof__(&SCardReleaseContext))tb_lazy_function(TB_LIB_PCSCLITE, 9))(a0);
+  return ((__typeof__(&SCardReleaseContext))tb_lazy_function(TB_LIB_PCSCLITE, 10))(a0);
 }
 
 LONG SCardTransmit(SCARDHANDLE a0, const SCARD_IO_REQUEST *a1, LPCBYTE a2, DWORD a3, SCARD_IO_REQUEST *a4, LPBYTE a5, LPDWORD a6) {
-  return ((__typeof__(&SCardTransmit))tb_lazy_function(TB_LIB_PCSCLITE, 10))(a0, a1, a2, a3, a4, a5, a6);
+  return ((__typeof__(&SCardTransmit))tb_lazy_function(TB_LIB_PCSCLITE, 11))(a0, a1, a2, a3, a4, a5, a6);
 }
 
 static const char *const names_TB_LIB_SQLITE3[] = {

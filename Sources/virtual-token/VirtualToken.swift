@@ -261,6 +261,10 @@ struct USBIP: ParsableCommand {
   @Option(help: "Seconds after attach during which a FIDO2 reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Serial number of device 1-1 (PIV serial; the USB serial string); later devices count up.")
   var serial: UInt32 = 20_000_001
+  @Flag(
+    name: .customLong("no-usb-serial"),
+    help: "Devices without a USB serial string (iSerialNumber 0); the PIV serial stays.")
+  var noUSBSerial = false
   @Option(help: "Write the process id here once listening.") var pidFile: String?
 
   func validate() throws {
@@ -323,7 +327,8 @@ struct USBIP: ParsableCommand {
         }
         ccid = CCIDFunction(card: card, log: log)
       }
-      devices.append(VirtualUSBDevice(kind: kind, serial: String(number), fido: fido, ccid: ccid))
+      devices.append(
+        VirtualUSBDevice(kind: kind, serial: String(number), usbSerial: !noUSBSerial, fido: fido, ccid: ccid))
     }
     let server = USBIPServer(devices: devices, log: log)
     let cards = devices.compactMap(\.ccid)

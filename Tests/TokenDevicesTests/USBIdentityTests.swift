@@ -30,6 +30,8 @@ struct USBIdentityTests {
     try file("\(d)/1-2/idVendor", "1209")
     try file("\(d)/1-2/idProduct", "0001")
     try file("\(d)/1-2/1-2:1.0/bInterfaceClass", "0b")
+    try file("\(d)/1-2/busnum", "1")
+    try file("\(d)/1-2/devnum", "3")
     try link("\(root)/class/hidraw/hidraw0", "\(d)/1-1/1-1:1.0/0003:1209:0001.0001/hidraw/hidraw0")
     for n in ["1-1", "1-1:1.0", "1-1:1.1"] {
       try link("\(root)/bus/usb/devices/\(n)", "\(d)/1-1" + (n == "1-1" ? "" : "/\(n)"))
@@ -48,6 +50,21 @@ struct USBIdentityTests {
   @Test func withoutASerialTheKeyIsThePort() throws {
     let c = try USBIdentity.of("1-2:1.0", sys: root)
     #expect(c.key == "usb-1209-0001-port-1-2" && c.hidraw.isEmpty && c.hasCCID)
+  }
+
+  /// A reader of a serial-less device is matched by its SCARD_ATTR_CHANNEL_ID (libccid: 0x0020 USB, bus << 8 |
+  /// address) against sysfs busnum/devnum, never by its name alone (issue 27 class 6).
+  @Test func aSerialLessDeviceMatchesOnlyItsOwnUSBChannel() throws {
+    let c = try USBIdentity.of("1-2:1.0", sys: root)
+    #expect(c.busNumber == 1 && c.deviceAddress == 3)
+    #expect(c.isChannel(0x0020_0103))
+    #expect(!c.isChannel(0x0020_0104))  // another device on the same bus
+    #expect(!c.isChannel(0x0020_0203))  // the same address on another bus
+    #expect(!c.isChannel(0x0001_0103))  // not a USB channel (serial port type 1)
+    #expect(!c.isChannel(0))
+    // Without busnum/devnum in sysfs nothing matches.
+    let a = try USBIdentity.of("1-1:1.1", sys: root)
+    #expect(a.busNumber == nil && !a.isChannel(0x0020_0100) && !a.isChannel(0x0020_0000))
   }
 
   @Test func unknownAndUnsafeNamesAreRefused() {

@@ -9,6 +9,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
@@ -156,6 +158,25 @@ def test_deregistering_an_accounts_last_key_removes_its_dispatch_target(card, rp
     assert [t["username"] for t in targets(server)] == ["bob"]
     assert check(home) == []
     assert tb(home, "deregister", "--username", "bob", "--server", server.url).returncode == 0
+    assert targets(server) == []
+
+
+@pytest.mark.parametrize("target_id", [
+    "a b", "a/b", "100%", "%41", "a?b=c", "a#b", "k\u00e4se-\u043a\u043b\u044e\u0447", ".", "..", "a.b"])
+def test_dispatch_target_ids_outside_the_unreserved_set_can_be_modified_and_deleted(card, rp, home, target_id):
+    """Issue 27 class 9: an id is one path segment, percent-encoded exactly once (before: twice, so the server never
+    found it), and "." / ".." go as %2E / %2E%2E (before: as they are, and libcurl resolved them away)."""
+    server = rp()
+    assert call(server, "POST", "/_admin/next-target-ids", {"ids": [target_id]})[0] == 200
+    r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
+    assert r.returncode == 0, r.stderr
+    assert [t["id"] for t in targets(server)] == [target_id]
+    assert check(home) == []
+    r = tb(home, "device", "change", "--name", "Work laptop")
+    assert r.returncode == 0, r.stderr
+    assert [t["name"] for t in targets(server)] == ["Work laptop"]
+    r = tb(home, "deregister", "--username", "alice", "--server", server.url)
+    assert r.returncode == 0 and "dispatch target" not in r.stderr, r.stderr
     assert targets(server) == []
 
 

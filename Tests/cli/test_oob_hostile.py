@@ -174,6 +174,23 @@ def test_a_qr_image_path_must_be_a_regular_file(home, tmp_path):
     assert r.returncode == 64 and "Is a directory" in r.stderr, r.stderr
 
 
+def test_a_push_path_must_be_a_regular_file(home, tmp_path):
+    """--push FILE is read as --qr-image is (issue 27, leftover of class 12): a FIFO without a writer blocked the open
+    forever; now it, a device and a directory are refused at once, and a regular file still works."""
+    fifo = tmp_path / "push.json"
+    os.mkfifo(fifo)  # no writer: a blocking open would wait forever
+    for path in (str(fifo), "/dev/null"):
+        r = tb(home, "oob", "--decode-only", "--push", path, timeout=20)
+        assert r.returncode == 64, r.stderr
+        assert f"Cannot use {path}: it is a device, a FIFO or a socket, not a file." in r.stderr, r.stderr
+    r = tb(home, "oob", "--decode-only", "--push", str(tmp_path), timeout=20)
+    assert r.returncode == 64 and "Is a directory" in r.stderr, r.stderr
+    regular = tmp_path / "regular.json"
+    regular.write_text(json.dumps(payload()))
+    r = tb(home, "oob", "--decode-only", "--push", str(regular), timeout=20)
+    assert r.returncode == 0 and "operation: authentication" in r.stdout, r.stderr
+
+
 def test_a_malformed_jwe_is_malformed_not_for_another_key(home):
     for jwe, reason in [("not-a-jwe", "is not a compact JWE (five parts separated by dots)"),
                         ("e30.....", "is not a compact JWE (five parts separated by dots)"),

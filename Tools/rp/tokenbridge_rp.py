@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -150,6 +150,7 @@ class RP:
         self.faults = []  # queued (status, delay) answers for tests
         self.device_faults = []  # the same, for the dispatch-target and device services only
         self.last_signature = None  # the last Device-Signature accepted (tests replay it)
+        self.next_target_ids = []  # ids the next created dispatch targets get (tests: ids outside the unreserved set)
         self.db.executescript("""
             CREATE TABLE IF NOT EXISTS challenges(server_data TEXT PRIMARY KEY, op TEXT, username TEXT,
               challenge TEXT, expires REAL, used INTEGER, tx TEXT, upv TEXT, session TEXT);
@@ -481,6 +482,14 @@ class RP:
                 "dispatcherInformation": {"name": dispatcher, "response": response}}
 
 
+def segment(raw):
+    """One path segment as the client meant it: percent-decoded once (UTF-8). A raw `/` means another path, and a raw
+    `.`/`..` would have been resolved by any URL layer on the way: neither names a target or device."""
+    if "/" in raw or raw in ("", ".", ".."):
+        raise DeviceRefused(404, "no such path segment")
+    return unquote(raw, errors="strict")
+
+
 class Handler(BaseHTTPRequestHandler):
     rp: RP = None
     protocol_version = "HTTP/1.1"
@@ -565,7 +574,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, {"dispatchTargets": [dict(zip(("name", "id", "dispatcher"), r)) for r in rows]},
                           "application/json")
             elif path.startswith(targets + "/") and method == "PATCH":
-                target_id = path[len(targets) + 1:]
+                target_id = segment(path[len(targets) + 1:])
                 if not self.headers.get("Content-Type", "").startswith("application/jose"):
                     raise DeviceRefused(415, "Content-Type must be application/jose;charset=UTF-8")
                 if rp.target(target_id) is None:
@@ -585,14 +594,14 @@ class Handler(BaseHTTPRequestHandler):
                            str(payload["target"]), t["id"])
                 self.send_empty(204)
             elif path.startswith(targets + "/") and method == "DELETE":
-                target_id = path[len(targets) + 1:]
+                target_id = segment(path[len(targets) + 1:])
                 if rp.target(target_id) is None:
                     raise DeviceRefused(404, "unknown dispatch target")
                 rp.check_jws(signature, target_id=target_id)
                 rp.sql("DELETE FROM dispatch_targets WHERE id=?", target_id)
                 self.send_empty(204)
             elif path.startswith("/nevisfido/devices/credentials/") and method in ("GET", "DELETE"):
-                device_id = path[len("/nevisfido/devices/credentials/"):]
+                device_id = segment(path[len("/nevisfido/devices/credentials/"):])
                 rp.check_jws(signature, device_id=device_id)
                 if method == "GET":
                     self.send(200, rp.device_answer(device_id), "application/json")
@@ -605,7 +614,7 @@ class Handler(BaseHTTPRequestHandler):
                            key_id)
                     self.send_empty(204)
             elif path.startswith("/nevisfido/devices/") and path.endswith("/operations") and method == "GET":
-                device_id = path[len("/nevisfido/devices/"):-len("/operations")]
+                device_id = segment(path[len("/nevisfido/devices/"):-len("/operations")])
                 rp.check_jws(signature, device_id=device_id)
                 self.send(200, rp.pending(device_id), "application/json")
             else:
@@ -635,7 +644,8 @@ class Handler(BaseHTTPRequestHandler):
             raise DeviceRefused(422, "firebase-cloud-messaging needs a target")
         if rp.name_taken(username, name):
             raise DeviceRefused(422, "name already taken")
-        target_id, ext_id = b64u(secrets.token_bytes(12)), b64u(secrets.token_bytes(12))
+        target_id = rp.next_target_ids.pop(0) if rp.next_target_ids else b64u(secrets.token_bytes(12))
+        ext_id = b64u(secrets.token_bytes(12))
         rp.sql("INSERT INTO dispatch_targets VALUES(?,?,?,?,?,?,?,?,?)", target_id, ext_id, username, name,
                body.get("deviceId"), target, dispatcher, body.get("signatureKey"), body.get("encryptionKey"))
         self.send(201, {"id": target_id, "extId": ext_id}, "application/json")
@@ -665,6 +675,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_admin/fault" and body.get("scope") == "device":
             rp.device_faults.extend([None] * body.get("skip", 0) + [(body.get("status", 500), body.get("delay", 0),
                                                                       None)] * body.get("count", 1))
+            self.send(200, {}, "application/json")
+            return True
+        if path == "/_admin/next-target-ids":  # the ids the next created targets get, in order
+            rp.next_target_ids.extend(body["ids"])
             self.send(200, {}, "application/json")
             return True
         if path == "/_admin/target-key":  # the server's copy of a target's signature key, replaced

@@ -100,7 +100,11 @@ public struct DeviceService {
     _ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil, contentType: String? = nil,
     accept: String = DeviceWire.json, signature: String? = nil
   ) -> HTTPRequest {
-    var c = URLComponents(url: backend.base.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+    // `path` is percent-encoded already (`DeviceWire.escaped` segments): set as it is, so that a `%` of an id's
+    // encoding is not encoded a second time (appendingPathComponent would) and `%2E%2E` stays a name.
+    var c = URLComponents(url: backend.base, resolvingAgainstBaseURL: false)!
+    c.percentEncodedPath =
+      (c.percentEncodedPath.hasSuffix("/") ? String(c.percentEncodedPath.dropLast()) : c.percentEncodedPath) + path
     if !query.isEmpty { c.queryItems = query }
     var r = HTTPRequest(url: c.url!)
     r.httpMethod = method

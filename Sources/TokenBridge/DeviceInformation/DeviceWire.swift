@@ -17,9 +17,13 @@ public enum DeviceWire {
   /// Choice (contract "Decisions"): pending out-of-band operations, GET with `Device-Signature`.
   static func operations(_ deviceID: String) -> String { "/nevisfido/devices/\(escaped(deviceID))/operations" }
 
+  /// `s` as one path segment, percent-encoded exactly once: RFC 3986 unreserved characters stay, every other
+  /// UTF-8 byte becomes %XX, and a segment that is all dots ("." or "..") has them as %2E so that no URL layer
+  /// (ours, libcurl's dot-segment removal, a proxy) resolves it. The result is put into the URL as it is
+  /// (`DeviceService.request` sets the percent-encoded path), never encoded again.
   static func escaped(_ s: String) -> String {
-    // RFC 3986 unreserved characters stay, every other UTF-8 byte becomes %XX.
-    s.utf8.map { b in
+    if !s.isEmpty, s.allSatisfy({ $0 == "." }) { return String(repeating: "%2E", count: s.count) }
+    return s.utf8.map { b in
       switch b {
       case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
         UInt8(ascii: "0")...UInt8(ascii: "9"),

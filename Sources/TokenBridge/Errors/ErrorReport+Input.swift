@@ -25,6 +25,8 @@ extension ErrorReport {
     case .file(let path, let errno):
       return .init(
         status: .usage, message: "Cannot use \(path): \(String(cString: strerror(errno))).", code: "errno \(errno)")
+    case .notAFile(let path):
+      return .init(status: .usage, message: "Cannot use \(path): it is a device, a FIFO or a socket, not a file.")
     case .pinentry(let p): return pinentry(p)
     }
   }

@@ -167,6 +167,19 @@ public struct ErrorReport: Equatable, Sendable {
           status: .noToken,
           message: "pcscd listed no reader with a card for USB device \(shown(bus)) within \(seconds) s (is pcscd "
             + "running? tokenbridge doctor); nothing enrolled.")
+      case .readerUnknown(let bus, let number, let address, let seconds):
+        let said =
+          if let number, let address {
+            "no PC/SC reader with a card said it is on that device (USB bus \(number), address \(address)) within "
+              + "\(seconds) s"
+          } else {
+            "sysfs gives no bus number and address to match its reader by"
+          }
+        return .init(
+          status: .noToken,
+          message: "USB device \(shown(bus)) has no serial number, and \(said): a card in another reader is not taken "
+            + "for it. Nothing enrolled, nothing remembered; enroll its card by hand (tokenbridge tokens, then "
+            + "register --token ID).")
       case .state(let path):
         return .init(
           status: .localData, message: "Cannot write \(shown(path)) (enrollment lock or memory); nothing enrolled.")

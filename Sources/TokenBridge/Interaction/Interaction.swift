@@ -27,6 +27,8 @@ public enum InputError: Error, Equatable, Sendable {
   case badManagementKey
   /// A file named on the command line cannot be read or written (`errno`).
   case file(path: String, errno: Int32)
+  /// A file named on the command line is a device, a FIFO or a socket: nothing was read from it.
+  case notAFile(path: String)
   /// The pinentry program could not ask (nothing was sent to the token).
   case pinentry(PinentryError)
 }

@@ -95,6 +95,53 @@ enum FileSafety {
     return fd
   }
 
+  /// The bytes of a small file in a checked directory (`directory` checked first, then the file, on the open
+  /// descriptor: no link followed, ours, not writable by others); nil when the directory or the file is missing.
+  static func readFile(_ path: String, in directory: URL) throws(LocalDataError) -> [UInt8]? {
+    guard try check(directory.path, .directory) else { return nil }
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    guard fd >= 0 else {
+      if errno == ENOENT { return nil }
+      throw errno == EISDIR ? .insecure(path: path, reason: .notARegularFile) : openError(path)
+    }
+    defer { close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw .unavailable(path: path, reason: String(cString: strerror(errno))) }
+    try verify(st, path: path, .file)
+    do { return try LocalData.readAll(fd, path: path) } catch let e as LocalDataError { throw e } catch {
+      throw .unavailable(path: path, reason: String(describing: error))
+    }
+  }
+
+  /// Replaces a file of `directory` (made 0700 or checked, as the data directory) with `bytes`, atomically: a
+  /// new 0600 file beside it, written and synced, then renamed over it. An existing file is checked first (a
+  /// link, another user's or a shared file is refused, not replaced).
+  static func replaceFile(_ path: String, in directory: URL, with bytes: [UInt8]) throws(LocalDataError) {
+    try prepareDirectory(directory)
+    _ = try check(path, .file)
+    let temporary = path + ".new-\(getpid())"
+    _ = unlink(temporary)
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw openError(temporary) }
+    var done = false
+    defer {
+      close(fd)
+      if !done { _ = unlink(temporary) }
+    }
+    _ = fchmod(fd, 0o600)
+    var written = 0
+    while written < bytes.count {
+      let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { throw .unavailable(path: temporary, reason: String(cString: strerror(errno))) }
+      written += n
+    }
+    guard fsync(fd) == 0, rename(temporary, path) == 0 else {
+      throw .unavailable(path: path, reason: String(cString: strerror(errno)))
+    }
+    done = true
+  }
+
   static func openError(_ path: String) -> LocalDataError {
     errno == ELOOP
       ? .insecure(path: path, reason: .symbolicLink)

@@ -60,7 +60,7 @@ public struct Enrollment {
     if settings.onInsert == .off { return .off }
     let key = identity.key
     guard try lock(key) else { return .busy }
-    if let state = Self.remembered(memoryURL)[key] { return .remembered(key: key, state: state) }
+    if let state = try Self.remembered(memoryURL)[key] { return .remembered(key: key, state: state) }
     let hasFIDO = !identity.hidraw.isEmpty
     let kind: EnrollmentSettings.Kind =
       hasFIDO && identity.hasCCID ? settings.prefer : (hasFIDO ? .fido2 : .piv)
@@ -73,15 +73,29 @@ public struct Enrollment {
     }
   }
 
-  /// The PIV token behind this device's CCID interface: pcscd names the reader "… (USB serial) …"; waits
-  /// (bounded, on PC/SC events) for pcscd to list it with a card.
+  /// The PIV token behind this device's CCID interface, waiting (bounded, on PC/SC events) for pcscd to list its
+  /// reader with a card. Which reader is this device's: with a USB serial, the one pcscd names "… (SERIAL) …";
+  /// without one, the one whose USB channel (`SCARD_ATTR_CHANNEL_ID`: bus number and device address, as libccid
+  /// gives them) is this device's in sysfs. A reader that does not say is never taken for it: a card in another
+  /// reader is not this device's, and guessing would remember the decision under the wrong token.
   func waitForCard(seconds: Double) throws(OperationError) -> String {
+    let identity = self.identity
     let marker = identity.serial.map { "(\($0))" }
+    let unknown = OperationError.enrollment(
+      .readerUnknown(identity.busPath, bus: identity.busNumber, address: identity.deviceAddress, seconds: Int(seconds)))
+    if marker == nil, identity.busNumber == nil || identity.deviceAddress == nil {
+      throw .enrollment(.readerUnknown(identity.busPath, bus: nil, address: nil, seconds: 0))
+    }
     do {
       let context = try PCSCContext()
       let reader = try context.waitForCard(
-        in: { name in marker.map { name.firstRange(of: $0) != nil } ?? true }, seconds: seconds)
-      guard let reader else { throw OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds))) }
+        in: { name in
+          if let marker { return name.firstRange(of: marker) != nil }
+          return context.channelID(name).map(identity.isChannel) ?? false
+        }, seconds: seconds)
+      guard let reader else {
+        throw marker == nil ? unknown : OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds)))
+      }
       let listing = try TokenListing(trace: nil)
       guard let token = listing.tokens.first(where: { $0.reader == reader }) else {
         throw OperationError.enrollment(.noReader(identity.busPath, seconds: Int(seconds)))
@@ -96,15 +110,15 @@ public struct Enrollment {
     }
   }
 
-  /// flock on `enroll-KEY.lock`, not waiting: false when another run holds it. Released at exit.
+  /// flock on `enroll-KEY.lock`, not waiting: false when another run holds it. Released at exit. The directory
+  /// and the file pass the data directory's checks (`FileSafety`: made 0700/0600, no link followed, ours, not
+  /// writable by others): a lock directory someone else can change is refused, nothing is made through it.
   mutating func lock(_ key: String) throws(OperationError) -> Bool {
+    let fd: Int32
     do {
-      try FileManager.default.createDirectory(
-        at: lockDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    } catch { throw .enrollment(.state(lockDirectory.path)) }
-    let path = lockDirectory.appendingPathComponent("enroll-\(key).lock").path
-    let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-    guard fd >= 0 else { throw .enrollment(.state(path)) }
+      try FileSafety.prepareDirectory(lockDirectory)
+      fd = try FileSafety.openFile(lockDirectory.appendingPathComponent("enroll-\(key).lock").path)
+    } catch { throw .localData(error) }
     guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
       close(fd)
       return false
@@ -115,39 +129,43 @@ public struct Enrollment {
 
   /// Records `state` (`enrolled` / `declined`) for the physical token; atomic (write, then rename).
   public func remember(_ state: String) throws(OperationError) {
-    var all = Self.remembered(memoryURL)
+    var all = try Self.remembered(memoryURL)
     all[identity.key] = state
     try Self.write(all, to: memoryURL)
   }
 
-  /// Forgets what was decided for `key`; false when nothing was remembered.
+  /// Forgets what was decided for `key`; false when nothing was remembered. The data directory and the file pass
+  /// the same checks as every other command's local data: refused (nothing read or written) otherwise.
   public static func forget(
     _ key: String, dataDirectory: URL = Configuration.dataDirectory
   ) throws(OperationError) -> Bool {
     let url = dataDirectory.appendingPathComponent("enrollment.json")
-    var all = remembered(url)
+    var all = try remembered(url)
     guard all.removeValue(forKey: key) != nil else { return false }
     try write(all, to: url)
     return true
   }
 
-  public static func remembered(_ url: URL) -> [String: String] {
-    guard let data = try? Data(contentsOf: url), data.count < 1 << 20,
-      let object = try? JSONDecoder().decode([String: String].self, from: data)
-    else { return [:] }
+  /// The decisions remembered in `url` (empty when none; a file that is not such a map counts as none). Read
+  /// only when the directory and the file pass the data directory's checks.
+  public static func remembered(_ url: URL) throws(OperationError) -> [String: String] {
+    let bytes: [UInt8]?
+    do { bytes = try FileSafety.readFile(url.path, in: url.deletingLastPathComponent()) } catch {
+      throw .localData(error)
+    }
+    guard let bytes, let object = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else {
+      return [:]
+    }
     return object
   }
 
   static func write(_ all: [String: String], to url: URL) throws(OperationError) {
-    do {
-      try FileManager.default.createDirectory(
-        at: url.deletingLastPathComponent(), withIntermediateDirectories: true,
-        attributes: [.posixPermissions: 0o700])
-      let encoder = JSONEncoder()
-      encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-      try encoder.encode(all).write(to: url, options: .atomic)
-      chmod(url.path, 0o600)
-    } catch { throw .enrollment(.state(url.path)) }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+    guard let data = try? encoder.encode(all) else { throw .enrollment(.state(url.path)) }
+    do { try FileSafety.replaceFile(url.path, in: url.deletingLastPathComponent(), with: Array(data)) } catch {
+      throw .localData(error)
+    }
   }
 }
 
@@ -308,6 +326,9 @@ public enum EnrollmentError: Error, Equatable, Sendable {
   case notAToken(String)
   /// pcscd did not list a reader with a card for the device in time.
   case noReader(String, seconds: Int)
+  /// The device has no USB serial and no reader with a card said (by its USB channel) that it is this device's
+  /// within `seconds` (0: sysfs gives no bus number and address to match by).
+  case readerUnknown(String, bus: Int?, address: Int?, seconds: Int)
   /// The lock or the remembered decisions could not be written.
   case state(String)
 }

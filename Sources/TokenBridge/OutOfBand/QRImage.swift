@@ -77,7 +77,7 @@ public enum QRImage {
   /// The content of the regular file at `path`. Opened without blocking (a FIFO without a writer would block
   /// `open` forever) and checked with fstat before anything is read: a directory is EISDIR, a device, FIFO or
   /// socket `QRImageProblem.notAFile`.
-  static func readFile(_ path: String) throws(OperationError) -> [UInt8] {
+  public static func readFile(_ path: String) throws(OperationError) -> [UInt8] {
     let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
     guard fd >= 0 else { throw .input(.file(path: path, errno: errno)) }
     defer { close(fd) }

@@ -18,6 +18,9 @@ public struct USBIdentity: Equatable, Sendable {
   public var interfaceClasses: [String]
   /// hidraw nodes of the device (`hidraw0`), sorted.
   public var hidraw: [String]
+  /// The bus number and device address the kernel gave it (sysfs `busnum`, `devnum`), when it says.
+  public var busNumber: Int? = nil
+  public var deviceAddress: Int? = nil
 
   public var hasCCID: Bool { interfaceClasses.contains("0b") }
 
@@ -63,6 +66,14 @@ public struct USBIdentity: Equatable, Sendable {
       guard let id = try? of(name, sys: sys), id.hasCCID, id.serial != nil else { return nil }
       return id
     }
+  }
+
+  /// True when a PC/SC reader's `SCARD_ATTR_CHANNEL_ID` (`PCSCContext.channelID`) names this USB device: channel
+  /// type 0x0020 (USB) and, as libccid fills it, bus number << 8 | device address. What a reader of a device
+  /// without a serial number is matched by: its name says nothing that tells two such devices apart.
+  public func isChannel(_ channelID: UInt32) -> Bool {
+    guard let busNumber, let deviceAddress, channelID >> 16 == 0x0020 else { return false }
+    return Int((channelID >> 8) & 0xFF) == busNumber && Int(channelID & 0xFF) == deviceAddress
   }
 
   static func forReader(_ reader: String, among devices: [USBIdentity]) -> USBIdentity? {
@@ -142,7 +153,8 @@ public struct USBIdentity: Equatable, Sendable {
       busPath: busPath, vendorID: vendor, productID: product, serial: attribute(dir, "serial"),
       product: attribute(dir, "product"),
       interfaceClasses: interfaces.compactMap { attribute("\(dir)/\($0)", "bInterfaceClass") },
-      hidraw: hidraw.sorted())
+      hidraw: hidraw.sorted(), busNumber: attribute(dir, "busnum").flatMap { Int($0) },
+      deviceAddress: attribute(dir, "devnum").flatMap { Int($0) })
   }
 
   static func attribute(_ dir: String, _ name: String) -> String? {

@@ -127,6 +127,24 @@ public final class PCSCContext {
     try PCSCCard(context: self, reader: reader, atr: atr)
   }
 
+  /// The reader's `SCARD_ATTR_CHANNEL_ID` (PC/SC part 3: 0xDDDDCCCC, DDDD the channel type, 0x0020 for USB), read
+  /// over a direct connection (no card needed, none touched); nil when the driver does not say (vpcd, a reader
+  /// held exclusively by another process). libccid puts the USB bus number and device address in CCCC.
+  public func channelID(_ reader: String) -> UInt32? {
+    var h: SCARDHANDLE = 0
+    var proto: DWORD = 0
+    let rv = reader.withCString { SCardConnect(handle, $0, DWORD(SCARD_SHARE_DIRECT), 0, &h, &proto) }
+    guard PCSCStatus(rv) == .success else { return nil }
+    defer { SCardDisconnect(h, DWORD(SCARD_LEAVE_CARD)) }
+    var value = [UInt8](repeating: 0, count: 8)
+    var length = DWORD(value.count)
+    // SCARD_ATTR_CHANNEL_ID = SCARD_ATTR_VALUE(SCARD_CLASS_COMMUNICATIONS (2), 0x0110) (pcsc-lite's reader.h).
+    let attribute: DWORD = 2 << 16 | 0x0110
+    let got = SCardGetAttrib(h, attribute, &value, &length)
+    guard PCSCStatus(got) == .success, length == 4 else { return nil }
+    return UInt32(value[0]) | UInt32(value[1]) << 8 | UInt32(value[2]) << 16 | UInt32(value[3]) << 24
+  }
+
   static func check(_ rv: LONG, _ call: String, reader: String = "") throws(SmartCardError) {
     let st = PCSCStatus(rv)
     if st == .success { return }

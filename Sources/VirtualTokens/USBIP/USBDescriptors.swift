@@ -9,9 +9,10 @@ public enum USBDescriptors {
   static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
   static func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * UInt32($0))) & 0xFF) } }
 
-  static func device() -> [UInt8] {
+  /// `serial`: false for a device without iSerialNumber (index 0), as some CCID readers and tokens are.
+  static func device(serial: Bool = true) -> [UInt8] {
     [18, 0x01] + le16(0x0200) + [0x00, 0x00, 0x00, 64] + le16(vendorID) + le16(productID) + le16(bcdDevice)
-      + [1, 2, 3, 1]  // iManufacturer, iProduct, iSerialNumber, bNumConfigurations
+      + [1, 2, serial ? 3 : 0, 1]  // iManufacturer, iProduct, iSerialNumber, bNumConfigurations
   }
 
   /// Usage page 0xF1D0 (FIDO Alliance), usage 1 (CTAPHID), 64-byte input and output reports, no report ID.

@@ -13,16 +13,19 @@ public final class VirtualUSBDevice: @unchecked Sendable {
   public let fido: FIDOHIDFunction?
   public let ccid: CCIDFunction?
   public let serial: String
+  /// False: the device descriptor names no serial string (iSerialNumber 0); `serial` is then only the PIV serial.
+  public let usbSerial: Bool
   let strings: [String]
   let configuration: [UInt8]
   let fidoInterface: UInt8?
 
-  public init(kind: Kind, serial: String, fido: FIDOHIDFunction?, ccid: CCIDFunction?) {
+  public init(kind: Kind, serial: String, usbSerial: Bool = true, fido: FIDOHIDFunction?, ccid: CCIDFunction?) {
     precondition((fido != nil) == (kind != .ccid) && (ccid != nil) == (kind == .ccid || kind == .composite))
     self.kind = kind
     self.fido = fido
     self.ccid = ccid
     self.serial = serial
+    self.usbSerial = usbSerial
     var interfaces: [[UInt8]] = []
     if fido != nil { interfaces.append(USBDescriptors.fidoInterface(0)) }
     if ccid != nil { interfaces.append(USBDescriptors.ccidInterface(UInt8(interfaces.count))) }
@@ -83,7 +86,7 @@ public final class VirtualUSBDevice: @unchecked Sendable {
     switch (requestType, request) {
     case (0x80, 0x06):  // GET_DESCRIPTOR (device)
       switch value >> 8 {
-      case 0x01: return reply(USBDescriptors.device())
+      case 0x01: return reply(USBDescriptors.device(serial: usbSerial))
       case 0x02: return reply(configuration)
       case 0x03:
         let i = Int(value & 0xFF)

@@ -48,11 +48,13 @@ struct OutOfBand: ParsableCommand {
     if let qrImage { return .scanned(try QRImage.text(file: qrImage, timeout: options.timeout)) }
     if let link { return .link(link) }
     let path = push ?? "-"
-    let limit = OutOfBandPayload.maxSize + 1
-    guard let bytes = path == "-" ? FileIO.read(0, limit: limit) : FileIO.read(path: path, limit: limit) else {
-      throw InputError.file(path: path, errno: ENOENT)
+    if path == "-" { return .push(FileIO.read(0, limit: OutOfBandPayload.maxSize + 1)) }
+    // The --qr-image reader: opened without blocking (a FIFO without a writer blocked open forever), a regular
+    // file only, bounded; a payload over OutOfBandPayload.maxSize is refused by the parser.
+    do { return .push(try QRImage.readFile(path)) } catch {
+      if case .outOfBand(.qrImage(.notAFile)) = error { throw InputError.notAFile(path: path) }
+      throw error
     }
-    return .push(bytes)
   }
 
   func run() throws {
