@@ -398,3 +398,23 @@ def test_packaged_service_files_name_the_binary():
     assert "SystemdService=tokenbridge-serve.service" in svc
     unit = (ROOT / "dbus" / "tokenbridge-serve.service").read_text()
     assert "Type=dbus" in unit and f"BusName={NAME}" in unit and "ExecStart=/usr/bin/tokenbridge serve" in unit
+
+
+def test_doctor_checks_the_activation_files(tmp_path):
+    data, config = tmp_path / "data", tmp_path / "config"
+    env = dict(os.environ, XDG_DATA_HOME=str(data), XDG_CONFIG_HOME=str(config))
+    doctor = lambda: [l for l in subprocess.run([TOKENBRIDGE, "doctor"], capture_output=True, text=True, env=env,  # noqa
+                                                timeout=60).stdout.splitlines() if "desktop service" in l]
+    assert doctor()[0].startswith("ok   desktop service: not installed")
+    services = data / "dbus-1" / "services"
+    services.mkdir(parents=True)
+    svc = (ROOT / "dbus" / f"{NAME}.service").read_text()
+    (services / f"{NAME}.service").write_text(svc.replace("/usr/bin/tokenbridge", f'"{TOKENBRIDGE}"'))
+    # The user unit it names is missing.
+    assert doctor()[0].startswith("FAIL desktop service:") and "tokenbridge-serve.service" in doctor()[0]
+    (config / "systemd" / "user").mkdir(parents=True)
+    (config / "systemd" / "user" / "tokenbridge-serve.service").write_text("[Service]\n")
+    assert doctor()[0].startswith("ok   desktop service:")
+    (services / f"{NAME}.service").write_text(svc.replace("/usr/bin/tokenbridge", "/bin/true"))
+    line = doctor()[0]
+    assert line.startswith("FAIL desktop service:") and "not this tokenbridge" in line
