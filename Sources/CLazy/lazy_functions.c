@@ -19,10 +19,11 @@
 #include <stdio.h>
 #include <jpeglib.h>
 #include <zbar.h>
+#include <systemd/sd-bus.h>
 
 #pragma GCC visibility push(hidden)
 
-_Static_assert(TB_LAZY_LIBRARIES == 9, "CLazy.h and Tools/gen-lazy disagree");
+_Static_assert(TB_LAZY_LIBRARIES == 10, "CLazy.h and Tools/gen-lazy disagree");
 
 static const char *const names_TB_LIB_FIDO2[] = {
     "fido_assert_allow_cred",
@@ -977,6 +978,235 @@ const zbar_symbol_t *zbar_symbol_next(const zbar_symbol_t *a0) {
   return ((__typeof__(&zbar_symbol_next))tb_lazy_function(TB_LIB_ZBAR, 14))(a0);
 }
 
+static const char *const names_TB_LIB_SYSTEMD[] = {
+    "sd_bus_add_fallback",
+    "sd_bus_add_match",
+    "sd_bus_add_object",
+    "sd_bus_call",
+    "sd_bus_error_free",
+    "sd_bus_error_set",
+    "sd_bus_flush",
+    "sd_bus_flush_close_unref",
+    "sd_bus_get_events",
+    "sd_bus_get_fd",
+    "sd_bus_get_timeout",
+    "sd_bus_get_unique_name",
+    "sd_bus_message_append_basic",
+    "sd_bus_message_close_container",
+    "sd_bus_message_enter_container",
+    "sd_bus_message_exit_container",
+    "sd_bus_message_get_error",
+    "sd_bus_message_get_interface",
+    "sd_bus_message_get_member",
+    "sd_bus_message_get_path",
+    "sd_bus_message_get_sender",
+    "sd_bus_message_get_signature",
+    "sd_bus_message_is_method_call",
+    "sd_bus_message_new_method_call",
+    "sd_bus_message_new_method_return",
+    "sd_bus_message_new_signal",
+    "sd_bus_message_open_container",
+    "sd_bus_message_peek_type",
+    "sd_bus_message_read_basic",
+    "sd_bus_message_ref",
+    "sd_bus_message_rewind",
+    "sd_bus_message_set_destination",
+    "sd_bus_message_set_expect_reply",
+    "sd_bus_message_skip",
+    "sd_bus_message_unref",
+    "sd_bus_new",
+    "sd_bus_open_user",
+    "sd_bus_process",
+    "sd_bus_reply_method_error",
+    "sd_bus_request_name",
+    "sd_bus_send",
+    "sd_bus_set_address",
+    "sd_bus_set_bus_client",
+    "sd_bus_start",
+    "sd_bus_unref",
+    0,
+};
+
+int sd_bus_add_fallback(sd_bus *a0, sd_bus_slot **a1, const char *a2, sd_bus_message_handler_t a3, void *a4) {
+  return ((__typeof__(&sd_bus_add_fallback))tb_lazy_function(TB_LIB_SYSTEMD, 0))(a0, a1, a2, a3, a4);
+}
+
+int sd_bus_add_match(sd_bus *a0, sd_bus_slot **a1, const char *a2, sd_bus_message_handler_t a3, void *a4) {
+  return ((__typeof__(&sd_bus_add_match))tb_lazy_function(TB_LIB_SYSTEMD, 1))(a0, a1, a2, a3, a4);
+}
+
+int sd_bus_add_object(sd_bus *a0, sd_bus_slot **a1, const char *a2, sd_bus_message_handler_t a3, void *a4) {
+  return ((__typeof__(&sd_bus_add_object))tb_lazy_function(TB_LIB_SYSTEMD, 2))(a0, a1, a2, a3, a4);
+}
+
+int sd_bus_call(sd_bus *a0, sd_bus_message *a1, uint64_t a2, sd_bus_error *a3, sd_bus_message **a4) {
+  return ((__typeof__(&sd_bus_call))tb_lazy_function(TB_LIB_SYSTEMD, 3))(a0, a1, a2, a3, a4);
+}
+
+void sd_bus_error_free(sd_bus_error *a0) {
+  ((__typeof__(&sd_bus_error_free))tb_lazy_function(TB_LIB_SYSTEMD, 4))(a0);
+}
+
+int sd_bus_error_set(sd_bus_error *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&sd_bus_error_set))tb_lazy_function(TB_LIB_SYSTEMD, 5))(a0, a1, a2);
+}
+
+int sd_bus_flush(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_flush))tb_lazy_function(TB_LIB_SYSTEMD, 6))(a0);
+}
+
+sd_bus *sd_bus_flush_close_unref(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_flush_close_unref))tb_lazy_function(TB_LIB_SYSTEMD, 7))(a0);
+}
+
+int sd_bus_get_events(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_get_events))tb_lazy_function(TB_LIB_SYSTEMD, 8))(a0);
+}
+
+int sd_bus_get_fd(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_get_fd))tb_lazy_function(TB_LIB_SYSTEMD, 9))(a0);
+}
+
+int sd_bus_get_timeout(sd_bus *a0, uint64_t *a1) {
+  return ((__typeof__(&sd_bus_get_timeout))tb_lazy_function(TB_LIB_SYSTEMD, 10))(a0, a1);
+}
+
+int sd_bus_get_unique_name(sd_bus *a0, const char **a1) {
+  return ((__typeof__(&sd_bus_get_unique_name))tb_lazy_function(TB_LIB_SYSTEMD, 11))(a0, a1);
+}
+
+int sd_bus_message_append_basic(sd_bus_message *a0, char a1, const void *a2) {
+  return ((__typeof__(&sd_bus_message_append_basic))tb_lazy_function(TB_LIB_SYSTEMD, 12))(a0, a1, a2);
+}
+
+int sd_bus_message_close_container(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_close_container))tb_lazy_function(TB_LIB_SYSTEMD, 13))(a0);
+}
+
+int sd_bus_message_enter_container(sd_bus_message *a0, char a1, const char *a2) {
+  return ((__typeof__(&sd_bus_message_enter_container))tb_lazy_function(TB_LIB_SYSTEMD, 14))(a0, a1, a2);
+}
+
+int sd_bus_message_exit_container(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_exit_container))tb_lazy_function(TB_LIB_SYSTEMD, 15))(a0);
+}
+
+const sd_bus_error *sd_bus_message_get_error(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_get_error))tb_lazy_function(TB_LIB_SYSTEMD, 16))(a0);
+}
+
+const char *sd_bus_message_get_interface(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_get_interface))tb_lazy_function(TB_LIB_SYSTEMD, 17))(a0);
+}
+
+const char *sd_bus_message_get_member(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_get_member))tb_lazy_function(TB_LIB_SYSTEMD, 18))(a0);
+}
+
+const char *sd_bus_message_get_path(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_get_path))tb_lazy_function(TB_LIB_SYSTEMD, 19))(a0);
+}
+
+const char *sd_bus_message_get_sender(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_get_sender))tb_lazy_function(TB_LIB_SYSTEMD, 20))(a0);
+}
+
+const char *sd_bus_message_get_signature(sd_bus_message *a0, int a1) {
+  return ((__typeof__(&sd_bus_message_get_signature))tb_lazy_function(TB_LIB_SYSTEMD, 21))(a0, a1);
+}
+
+int sd_bus_message_is_method_call(sd_bus_message *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&sd_bus_message_is_method_call))tb_lazy_function(TB_LIB_SYSTEMD, 22))(a0, a1, a2);
+}
+
+int sd_bus_message_new_method_call(sd_bus *a0, sd_bus_message **a1, const char *a2, const char *a3, const char *a4, const char *a5) {
+  return ((__typeof__(&sd_bus_message_new_method_call))tb_lazy_function(TB_LIB_SYSTEMD, 23))(a0, a1, a2, a3, a4, a5);
+}
+
+int sd_bus_message_new_method_return(sd_bus_message *a0, sd_bus_message **a1) {
+  return ((__typeof__(&sd_bus_message_new_method_return))tb_lazy_function(TB_LIB_SYSTEMD, 24))(a0, a1);
+}
+
+int sd_bus_message_new_signal(sd_bus *a0, sd_bus_message **a1, const char *a2, const char *a3, const char *a4) {
+  return ((__typeof__(&sd_bus_message_new_signal))tb_lazy_function(TB_LIB_SYSTEMD, 25))(a0, a1, a2, a3, a4);
+}
+
+int sd_bus_message_open_container(sd_bus_message *a0, char a1, const char *a2) {
+  return ((__typeof__(&sd_bus_message_open_container))tb_lazy_function(TB_LIB_SYSTEMD, 26))(a0, a1, a2);
+}
+
+int sd_bus_message_peek_type(sd_bus_message *a0, char *a1, const char **a2) {
+  return ((__typeof__(&sd_bus_message_peek_type))tb_lazy_function(TB_LIB_SYSTEMD, 27))(a0, a1, a2);
+}
+
+int sd_bus_message_read_basic(sd_bus_message *a0, char a1, void *a2) {
+  return ((__typeof__(&sd_bus_message_read_basic))tb_lazy_function(TB_LIB_SYSTEMD, 28))(a0, a1, a2);
+}
+
+sd_bus_message *sd_bus_message_ref(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_ref))tb_lazy_function(TB_LIB_SYSTEMD, 29))(a0);
+}
+
+int sd_bus_message_rewind(sd_bus_message *a0, int a1) {
+  return ((__typeof__(&sd_bus_message_rewind))tb_lazy_function(TB_LIB_SYSTEMD, 30))(a0, a1);
+}
+
+int sd_bus_message_set_destination(sd_bus_message *a0, const char *a1) {
+  return ((__typeof__(&sd_bus_message_set_destination))tb_lazy_function(TB_LIB_SYSTEMD, 31))(a0, a1);
+}
+
+int sd_bus_message_set_expect_reply(sd_bus_message *a0, int a1) {
+  return ((__typeof__(&sd_bus_message_set_expect_reply))tb_lazy_function(TB_LIB_SYSTEMD, 32))(a0, a1);
+}
+
+int sd_bus_message_skip(sd_bus_message *a0, const char *a1) {
+  return ((__typeof__(&sd_bus_message_skip))tb_lazy_function(TB_LIB_SYSTEMD, 33))(a0, a1);
+}
+
+sd_bus_message *sd_bus_message_unref(sd_bus_message *a0) {
+  return ((__typeof__(&sd_bus_message_unref))tb_lazy_function(TB_LIB_SYSTEMD, 34))(a0);
+}
+
+int sd_bus_new(sd_bus **a0) {
+  return ((__typeof__(&sd_bus_new))tb_lazy_function(TB_LIB_SYSTEMD, 35))(a0);
+}
+
+int sd_bus_open_user(sd_bus **a0) {
+  return ((__typeof__(&sd_bus_open_user))tb_lazy_function(TB_LIB_SYSTEMD, 36))(a0);
+}
+
+int sd_bus_process(sd_bus *a0, sd_bus_message **a1) {
+  return ((__typeof__(&sd_bus_process))tb_lazy_function(TB_LIB_SYSTEMD, 37))(a0, a1);
+}
+
+int sd_bus_reply_method_error(sd_bus_message *a0, const sd_bus_error *a1) {
+  return ((__typeof__(&sd_bus_reply_method_error))tb_lazy_function(TB_LIB_SYSTEMD, 38))(a0, a1);
+}
+
+int sd_bus_request_name(sd_bus *a0, const char *a1, uint64_t a2) {
+  return ((__typeof__(&sd_bus_request_name))tb_lazy_function(TB_LIB_SYSTEMD, 39))(a0, a1, a2);
+}
+
+int sd_bus_send(sd_bus *a0, sd_bus_message *a1, uint64_t *a2) {
+  return ((__typeof__(&sd_bus_send))tb_lazy_function(TB_LIB_SYSTEMD, 40))(a0, a1, a2);
+}
+
+int sd_bus_set_address(sd_bus *a0, const char *a1) {
+  return ((__typeof__(&sd_bus_set_address))tb_lazy_function(TB_LIB_SYSTEMD, 41))(a0, a1);
+}
+
+int sd_bus_set_bus_client(sd_bus *a0, int a1) {
+  return ((__typeof__(&sd_bus_set_bus_client))tb_lazy_function(TB_LIB_SYSTEMD, 42))(a0, a1);
+}
+
+int sd_bus_start(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_start))tb_lazy_function(TB_LIB_SYSTEMD, 43))(a0);
+}
+
+sd_bus *sd_bus_unref(sd_bus *a0) {
+  return ((__typeof__(&sd_bus_unref))tb_lazy_function(TB_LIB_SYSTEMD, 44))(a0);
+}
+
 static void load_TB_LIB_FIDO2(void) { tb_lazy_load_now(TB_LIB_FIDO2); }
 static void load_TB_LIB_PCSCLITE(void) { tb_lazy_load_now(TB_LIB_PCSCLITE); }
 static void load_TB_LIB_SQLITE3(void) { tb_lazy_load_now(TB_LIB_SQLITE3); }
@@ -986,6 +1216,7 @@ static void load_TB_LIB_CURL(void) { tb_lazy_load_now(TB_LIB_CURL); }
 static void load_TB_LIB_PNG(void) { tb_lazy_load_now(TB_LIB_PNG); }
 static void load_TB_LIB_JPEG(void) { tb_lazy_load_now(TB_LIB_JPEG); }
 static void load_TB_LIB_ZBAR(void) { tb_lazy_load_now(TB_LIB_ZBAR); }
+static void load_TB_LIB_SYSTEMD(void) { tb_lazy_load_now(TB_LIB_SYSTEMD); }
 
 const tb_lazy_library_spec tb_lazy_libraries[TB_LAZY_LIBRARIES] = {
     {{"libfido2.so.1", 0}, names_TB_LIB_FIDO2, load_TB_LIB_FIDO2},
@@ -997,9 +1228,11 @@ const tb_lazy_library_spec tb_lazy_libraries[TB_LAZY_LIBRARIES] = {
     {{"libpng16.so.16", 0}, names_TB_LIB_PNG, load_TB_LIB_PNG},
     {{"libjpeg.so.62", 0}, names_TB_LIB_JPEG, load_TB_LIB_JPEG},
     {{"libzbar.so.0", 0}, names_TB_LIB_ZBAR, load_TB_LIB_ZBAR},
+    {{"libsystemd.so.0", 0}, names_TB_LIB_SYSTEMD, load_TB_LIB_SYSTEMD},
 };
 
 tb_lazy_state tb_lazy_states[TB_LAZY_LIBRARIES] = {
+    {PTHREAD_ONCE_INIT, 0, 0},
     {PTHREAD_ONCE_INIT, 0, 0},
     {PTHREAD_ONCE_INIT, 0, 0},
     {PTHREAD_ONCE_INIT, 0, 0},

@@ -12,6 +12,8 @@ public enum SystemLibrary: String, Equatable, Sendable, CaseIterable {
   case sqlite3
   case usb
   case crypto
+  /// sd-bus, for `tokenbridge serve` (the session D-Bus service).
+  case systemd
 
   var id: tb_lazy_library {
     switch self {
@@ -20,6 +22,7 @@ public enum SystemLibrary: String, Equatable, Sendable, CaseIterable {
     case .sqlite3: TB_LIB_SQLITE3
     case .usb: TB_LIB_USB
     case .crypto: TB_LIB_CRYPTO
+    case .systemd: TB_LIB_SYSTEMD
     }
   }
 
@@ -34,6 +37,7 @@ public enum SystemLibrary: String, Equatable, Sendable, CaseIterable {
     case .sqlite3: "libsqlite3-0"
     case .usb: "libusb-1.0-0"
     case .crypto: "libssl3"
+    case .systemd: "libsystemd0"
     }
   }
 

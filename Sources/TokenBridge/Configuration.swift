@@ -37,6 +37,10 @@ public struct Configuration: Equatable, Sendable {
   /// The pinentry program (a name looked up on PATH, or an absolute path); nil: `$PINENTRY_PROGRAM`, else
   /// `pinentry`.
   public var pinentry: String?
+  /// Callers of `tokenbridge serve` that may act for a web origin (`options["origin"]`), by facet ID
+  /// (`unix:exe:/usr/lib/firefox-esr/firefox-esr`, `flatpak:app-id:org.mozilla.firefox`; docs/dbus-api.md).
+  /// Default: none.
+  public var serviceOriginCallers: [String] = []
 
   public static let defaultPIVAAID = "7B1D#0001"
   public static let defaultFIDO2AAID = "7B1D#0002"
@@ -61,6 +65,7 @@ public struct Configuration: Equatable, Sendable {
   public static let knownKeys = [
     "attestationSlot", "callbackAllowList", "enroll", "facetID", "fido2AAID", "fido2ResidentKeys",
     "interactionTimeout", "networkTimeout", "pinentry", "pivAAID", "pivSlots", "prompt", "server",
+    "serviceOriginCallers",
   ]
 
   /// `$XDG_CONFIG_HOME/tokenbridge` (default `~/.config/tokenbridge`).
@@ -185,6 +190,18 @@ public struct Configuration: Equatable, Sendable {
           !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw bad("a program name or path (a non-empty string without control characters)") }
         c.pinentry = s
+      case "serviceOriginCallers":
+        let allowed = "a list of facet IDs (\"unix:exe:/usr/bin/…\", \"flatpak:app-id:…\", \"snap:name:…\")"
+        guard case .array(let items) = value else { throw bad(allowed) }
+        var list: [String] = []
+        for item in items {
+          guard case .string(let s) = item, s.utf8.count <= 4096,
+            s.hasPrefix("unix:exe:/") || s.hasPrefix("flatpak:app-id:") || s.hasPrefix("snap:name:"),
+            !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+          else { throw bad(allowed) }
+          list.append(s)
+        }
+        c.serviceOriginCallers = list
       case "fido2ResidentKeys":
         guard case .bool(let b) = value else { throw bad("true or false") }
         c.fido2ResidentKeys = b

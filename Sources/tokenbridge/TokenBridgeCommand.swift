@@ -14,7 +14,8 @@ struct TokenBridgeCommand: ParsableCommand {
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
-      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ExitCodes.self,
+      FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ServeCommand.self,
+      ExitCodes.self,
     ])
 
   /// swift-argument-parser's `main()`, except for what a command did not report itself (`GlobalOptions.execute`

@@ -16,6 +16,7 @@ typedef enum tb_lazy_library {
   TB_LIB_PNG = 6,       // libpng16.so.16
   TB_LIB_JPEG = 7,      // libjpeg.so.62
   TB_LIB_ZBAR = 8,      // libzbar.so.0
+  TB_LIB_SYSTEMD = 9,   // libsystemd.so.0 (sd-bus, `tokenbridge serve`)
 } tb_lazy_library;
 
 /// Loads `library` (once per process; later calls return the first outcome): NULL when it is loaded and every

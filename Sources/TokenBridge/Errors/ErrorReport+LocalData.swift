@@ -21,6 +21,7 @@ extension ErrorReport {
       case .sqlite3: "the local data needs it"
       case .usb: "USB hotplug needs it"
       case .crypto: "the PIV management key needs it"
+      case .systemd: "the desktop service (tokenbridge serve) needs it"
       }
     return .init(
       status: .failure,

@@ -59,6 +59,10 @@ public final class PinentryCancellation: Sendable {
 
   public func request() { requested.withLock { $0 = $0 ?? .now } }
 
+  /// Ends the dialog at once, without the grace (the program is stopped): `tokenbridge serve`'s Close, a caller
+  /// that left the bus. A dialog not started yet is not started.
+  public func requestNow() { requested.withLock { $0 = .now - Self.grace } }
+
   /// Past the grace after a request: the dialog is to end now.
   var isDue: Bool { requested.withLock { $0.map { ContinuousClock.now >= $0 + Self.grace } ?? false } }
 }

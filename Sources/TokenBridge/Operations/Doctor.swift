@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import Platform
 import TokenDevices
 import UAFCore
@@ -26,6 +27,18 @@ public struct Doctor {
     return [home, "/etc/systemd/user", "/usr/lib/systemd/user", "/lib/systemd/user"]
   }()
 
+  /// Where the session bus looks for activation files ($XDG_DATA_HOME, then /usr/local/share and /usr/share).
+  public var dbusServiceDirectories: [String] = {
+    let home = Configuration.dataDirectory.deletingLastPathComponent().appendingPathComponent("dbus-1/services").path
+    return [home, "/usr/local/share/dbus-1/services", "/usr/share/dbus-1/services"]
+  }()
+  /// This binary (what the activation file must run).
+  public var binary: String? = {
+    var buf = [CChar](repeating: 0, count: 4097)
+    let n = readlink("/proc/self/exe", &buf, 4096)
+    return n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+  }()
+
   public init() {}
 
   public func run() -> [DoctorCheck] {
@@ -45,6 +58,7 @@ public struct Doctor {
           fix: "edit \(Configuration.file.path) as the message says"))
     }
     checks.append(unit(enrollConfigured: config?.enroll != nil))
+    checks.append(desktopService())
     checks.append(dataDirectory())
     return checks
   }
@@ -160,6 +174,55 @@ public struct Doctor {
         detail: "\"enroll\" is configured but tokenbridge-enroll@.service is not installed",
         fix: "Tools/install-udev")
       : .init(name: "enrollment unit", ok: true, detail: "not installed (no \"enroll\" configured: not needed)")
+  }
+
+  /// The desktop service's activation file (`tokenbridge serve`, docs/dbus-api.md): the first the bus would read
+  /// must run this binary, and its user unit (when it names one) must be installed beside it. Not installed: fine
+  /// (only desktop apps need it).
+  func desktopService() -> DoctorCheck {
+    let name = "org.tokenbridge.TokenBridge1.service"
+    guard
+      let path = dbusServiceDirectories.map({ "\($0)/\(name)" }).first(where: {
+        FileManager.default.fileExists(atPath: $0)
+      })
+    else {
+      return .init(
+        name: "desktop service", ok: true,
+        detail: "not installed (only desktop apps using the D-Bus API need it; Tools/install-udev installs it)")
+    }
+    let text = FileIO.read(path: path, limit: 65536).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    let lines = text.split(separator: "\n").map { String($0) }
+    let exec = lines.first { $0.hasPrefix("Exec=") }.map { String($0.dropFirst(5)) } ?? ""
+    var program = exec.split(separator: " ").first.map(String.init) ?? ""
+    if exec.hasPrefix("\""), let end = exec.dropFirst().firstIndex(of: "\"") {
+      program = String(exec[exec.index(after: exec.startIndex)..<end])
+    }
+    let real = realPath(program)
+    guard !program.isEmpty, FileManager.default.isExecutableFile(atPath: program) else {
+      return .init(
+        name: "desktop service", ok: false,
+        detail: "\(path) runs \(program.isEmpty ? "nothing" : program), which is missing",
+        fix: "Tools/install-udev (or reinstall the package)")
+    }
+    if let binary, real != realPath(binary) {
+      return .init(
+        name: "desktop service", ok: false, detail: "\(path) runs \(program), not this tokenbridge (\(binary))",
+        fix: "Tools/install-udev --bin \(binary)")
+    }
+    if let unit = lines.first(where: { $0.hasPrefix("SystemdService=") }).map({ String($0.dropFirst(15)) }),
+      !unitDirectories.contains(where: { FileManager.default.fileExists(atPath: "\($0)/\(unit)") })
+    {
+      return .init(
+        name: "desktop service", ok: false, detail: "\(path) names the user unit \(unit), which is not installed",
+        fix: "Tools/install-udev (or reinstall the package)")
+    }
+    return .init(name: "desktop service", ok: true, detail: "\(path) (runs \(program))")
+  }
+
+  func realPath(_ p: String) -> String {
+    guard let r = realpath(p, nil) else { return p }
+    defer { free(r) }
+    return String(cString: r)
   }
 
   func dataDirectory() -> DoctorCheck {

@@ -160,17 +160,7 @@ public struct UAFClient {
   public func process(
     _ message: String, expecting: Expectation?, verifier: PinUserVerifier, accountSelector: AccountSelector?
   ) throws(OperationError) -> UAFClientResult {
-    // The op, the single-message rules and every bounded field are checked before anything is processed.
-    let request: UAFRequest
-    do { request = try UAFMessageCodec.decodeRequest(message, expecting: expecting?.op) } catch {
-      throw .message(error)
-    }
-    let appID: String
-    do {
-      appID = try FacetCheck.check(
-        appID: request.header.appID, facetID: facetID, upv: request.header.upv, allowLoopbackHTTP: true,
-        fetch: fetchFacets)
-    } catch { throw .facet(error) }
+    let (request, appID) = try decodeAndCheckFacet(message, expecting: expecting)
     switch request {
     case .registration(let r):
       if let asked = expecting?.username, asked != r.username {
@@ -181,6 +171,38 @@ public struct UAFClient {
       return try authenticate(r, appID: appID, verifier: verifier, accountSelector: accountSelector)
     case .deregistration(let r):
       return try deregister(r, appID: appID, expecting: expecting, verifier: verifier)
+    }
+  }
+
+  /// The op, the single-message rules and every bounded field are checked before anything is processed; then
+  /// the facet ID against the appID's trusted facets. Returns the request and the appID to sign for.
+  func decodeAndCheckFacet(_ message: String, expecting: Expectation?) throws(OperationError) -> (UAFRequest, String) {
+    let request: UAFRequest
+    do { request = try UAFMessageCodec.decodeRequest(message, expecting: expecting?.op) } catch {
+      throw .message(error)
+    }
+    let appID: String
+    do {
+      appID = try FacetCheck.check(
+        appID: request.header.appID, facetID: facetID, upv: request.header.upv, allowLoopbackHTTP: true,
+        fetch: fetchFacets)
+    } catch { throw .facet(error) }
+    return (request, appID)
+  }
+
+  /// checkPolicy (UAF Client API §3.1.3): would `process` find an authenticator for `message`? Never prompts and
+  /// never touches a key: the same decoding, facet check and candidate choice as `process`, stopping before the
+  /// first question. Throws what `process` would throw up to there (`.noSuitableAuthenticator` when nothing fits).
+  public func checkPolicy(_ message: String) throws(OperationError) {
+    let (request, appID) = try decodeAndCheckFacet(message, expecting: nil)
+    switch request {
+    case .registration(let r):
+      _ = try registrationCandidates(r)
+    case .authentication(let r):
+      _ = try transactionText(r)
+      _ = try authenticationCandidates(r, appID: appID)
+    case .deregistration:
+      return
     }
   }
 
@@ -196,6 +218,28 @@ public struct UAFClient {
     guard !r.username.isEmpty, r.username.utf8.count <= 128 else {
       throw .message(.malformed("username must be 1-128 bytes"))
     }
+    let (all, items, compliant) = try registrationCandidates(r)
+    var pick = compliant[0]
+    if compliant.count > 1 {
+      guard let authenticatorSelector else { throw .choiceNeeded(accounts: false, items.map(\.candidate)) }
+      do { pick = try authenticatorSelector.selectAuthenticator(from: items) } catch { throw mapInteraction(error) }
+      guard pick.isPolicyCompliant && pick.isSupportedByHardware else { throw .cancelled }
+    }
+    guard let chosen = all.first(where: { $0.tokenInfo.id == pick.token.id }) else { throw .cancelled }
+    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let (assertion, keyID) = try chosen.register(
+      username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)
+    let response = UAFResponse(
+      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
+    return UAFClientResult(
+      op: .reg, responseMessage: UAFMessageCodec.encodeResponses([response]), pendingKeyID: keyID,
+      username: r.username)
+  }
+
+  /// Every authenticator present, each as a registration candidate, and those that can take it (at least one).
+  func registrationCandidates(_ r: RegistrationRequest) throws(OperationError)
+    -> (all: [any TokenAuthenticator], items: [AuthenticatorItem], compliant: [AuthenticatorItem])
+  {
     let all = authenticators()
     let items = all.map { a in
       let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [])])
@@ -219,34 +263,47 @@ public struct UAFClient {
       for i in items { why["\(i.token.id) (\(i.aaid))"] = i.reasons }
       throw .noSuitableAuthenticator(reasons(why, all))
     }
-    var pick = compliant[0]
-    if compliant.count > 1 {
-      guard let authenticatorSelector else { throw .choiceNeeded(accounts: false, items.map(\.candidate)) }
-      do { pick = try authenticatorSelector.selectAuthenticator(from: items) } catch { throw mapInteraction(error) }
-      guard pick.isPolicyCompliant && pick.isSupportedByHardware else { throw .cancelled }
-    }
-    guard let chosen = all.first(where: { $0.tokenInfo.id == pick.token.id }) else { throw .cancelled }
-    let (fc, fch) = finalChallenge(appID, r.challenge)
-    let (assertion, keyID) = try chosen.register(
-      username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)
-    let response = UAFResponse(
-      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
-    return UAFClientResult(
-      op: .reg, responseMessage: UAFMessageCodec.encodeResponses([response]), pendingKeyID: keyID,
-      username: r.username)
+    return (all, items, compliant)
   }
 
   func authenticate(
     _ r: AuthenticationRequest, appID: String, verifier: PinUserVerifier, accountSelector: AccountSelector?
   ) throws(OperationError) -> UAFClientResult {
-    var transaction: (text: String, bytes: [UInt8])?
-    if let t = r.transaction, !t.isEmpty {
-      // Only text/plain can be shown here; pick it, refuse when the server offers images only.
-      guard let plain = t.first(where: { $0.contentType.lowercased().hasPrefix("text/plain") }) else {
-        throw .transaction(.unsupportedType(t[0].contentType))
+    let transaction = try transactionText(r)
+    let (candidates, listed) = try authenticationCandidates(r, appID: appID)
+    var chosen = candidates[0]
+    if candidates.count > 1 {
+      guard let accountSelector else { throw .choiceNeeded(accounts: true, listed) }
+      let pick: AuthenticatorRecord
+      do { pick = try accountSelector.selectAccount(among: listed, usable: candidates.map(\.1)) } catch {
+        throw mapInteraction(error)
       }
-      do { transaction = try TransactionContent.text(plain) } catch { throw .transaction(error) }
+      guard let c = candidates.first(where: { $0.1.keyID == pick.keyID }) else { throw .cancelled }
+      chosen = c
     }
+    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let assertion = try chosen.0.authenticate(
+      record: chosen.1, finalChallengeHash: fch, transaction: transaction, verifier: verifier)
+    let response = UAFResponse(
+      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
+    return UAFClientResult(
+      op: .auth, responseMessage: UAFMessageCodec.encodeResponses([response]), username: chosen.1.username)
+  }
+
+  /// The transaction text to confirm: only text/plain can be shown here; it is picked, and a request offering
+  /// images only is refused.
+  func transactionText(_ r: AuthenticationRequest) throws(OperationError) -> (text: String, bytes: [UInt8])? {
+    guard let t = r.transaction, !t.isEmpty else { return nil }
+    guard let plain = t.first(where: { $0.contentType.lowercased().hasPrefix("text/plain") }) else {
+      throw .transaction(.unsupportedType(t[0].contentType))
+    }
+    do { return try TransactionContent.text(plain) } catch { throw .transaction(error) }
+  }
+
+  /// The (token, registration) pairs that can sign in (at least one), and every account listed for a choice.
+  func authenticationCandidates(_ r: AuthenticationRequest, appID: String) throws(OperationError)
+    -> (candidates: [(any TokenAuthenticator, AuthenticatorRecord)], listed: [SelectionCandidate])
+  {
     let records: [AuthenticatorRecord]
     do { records = try localData.authenticators(server: server).filter { $0.appID == appID } } catch {
       throw .localData(error)
@@ -291,23 +348,7 @@ public struct UAFClient {
     }
     if candidates.isEmpty && blocked.count == 1 { candidates = blocked }
     guard !candidates.isEmpty else { throw .noSuitableAuthenticator(why.merging(notUsable) { $0 + $1 }) }
-    var chosen = candidates[0]
-    if candidates.count > 1 {
-      guard let accountSelector else { throw .choiceNeeded(accounts: true, listed) }
-      let pick: AuthenticatorRecord
-      do { pick = try accountSelector.selectAccount(among: listed, usable: candidates.map(\.1)) } catch {
-        throw mapInteraction(error)
-      }
-      guard let c = candidates.first(where: { $0.1.keyID == pick.keyID }) else { throw .cancelled }
-      chosen = c
-    }
-    let (fc, fch) = finalChallenge(appID, r.challenge)
-    let assertion = try chosen.0.authenticate(
-      record: chosen.1, finalChallengeHash: fch, transaction: transaction, verifier: verifier)
-    let response = UAFResponse(
-      header: r.header, fcParams: fc, assertions: [AuthenticatorAssertion(assertion: Base64URL.encode(assertion))])
-    return UAFClientResult(
-      op: .auth, responseMessage: UAFMessageCodec.encodeResponses([response]), username: chosen.1.username)
+    return (candidates, listed)
   }
 
   /// Only keys of the request's appID (and the entries' AAID and KeyID; UAF 1.1 §3.6.1: an empty AAID means

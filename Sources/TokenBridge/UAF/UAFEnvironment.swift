@@ -130,14 +130,59 @@ public struct UAFEnvironment {
     (try? localData.authenticators(server: ops.backend.origin, username: username)) ?? []
   }
 
-  /// processUAFOperation for other programs (`uaf process`): `input` is `{"uafProtocolMessage": "…"}` or the
-  /// bare request array. Returns the response envelope (`{"uafProtocolMessage": "…"}`, empty for Dereg). A
-  /// registration is confirmed locally once answered: the caller delivers it (FIDO client API semantics).
-  /// `authenticatorSelector` is asked when several tokens could take a registration (nil: refuse, naming them).
+  /// processUAFOperation for other programs (`uaf process`, `tokenbridge serve`): `input` is
+  /// `{"uafProtocolMessage": "…"}` or the bare request array. Returns the response envelope (`{"uafProtocolMessage":
+  /// "…"}`, empty for Dereg). A registration is confirmed locally once answered: the caller delivers it (FIDO client
+  /// API semantics). `authenticatorSelector` is asked when several tokens could take a registration (nil: refuse,
+  /// naming them).
   public func processUAF(
     input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens, verifier: PinUserVerifier,
     accountSelector: AccountSelector?, authenticatorSelector: AuthenticatorSelector? = nil
   ) throws(OperationError) -> String {
+    try processUAFOperation(
+      input: input, facetID: facetID, channelBinding: channelBinding, tokens: tokens, verifier: verifier,
+      accountSelector: accountSelector, authenticatorSelector: authenticatorSelector
+    ).envelope
+  }
+
+  /// `processUAF`, also giving the KeyID of a registration it answered (confirmed locally), which a later
+  /// notifyUAFResult the server refused abandons (`abandonRegistration`).
+  public func processUAFOperation(
+    input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens, verifier: PinUserVerifier,
+    accountSelector: AccountSelector?, authenticatorSelector: AuthenticatorSelector? = nil
+  ) throws(OperationError) -> (envelope: String, registeredKeyID: String?) {
+    let (client, message) = try uafClient(
+      input: input, facetID: facetID, channelBinding: channelBinding, tokens: tokens,
+      authenticatorSelector: authenticatorSelector)
+    let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
+    if let k = result.pendingKeyID {
+      do { try localData.confirmRegistration(k) } catch { throw .localData(error) }
+    }
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    let out = (try? enc.encode(["uafProtocolMessage": result.responseMessage ?? ""])) ?? Data()
+    return (String(decoding: out, as: UTF8.self), result.pendingKeyID)
+  }
+
+  /// checkPolicy for other programs (`tokenbridge serve`): what `processUAF` would throw before its first question
+  /// (nothing when a token fits). Never prompts, never touches a key.
+  public func checkPolicy(input: [UInt8], facetID: String?, tokens: UAFTokens) throws(OperationError) {
+    let (client, message) = try uafClient(
+      input: input, facetID: facetID, channelBinding: nil, tokens: tokens, authenticatorSelector: nil)
+    try client.checkPolicy(message)
+  }
+
+  /// A registration answered by `processUAFOperation` that the server then refused: forgotten locally (its slot
+  /// stays recorded as ours and is reused).
+  public func abandonRegistration(_ keyID: String) throws(OperationError) {
+    do { try localData.abandon(keyID) } catch { throw .localData(error) }
+  }
+
+  /// The client for one request of another program, and the request message out of its envelope.
+  func uafClient(
+    input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens,
+    authenticatorSelector: AuthenticatorSelector?
+  ) throws(OperationError) -> (UAFClient, String) {
     guard let facet = facetID ?? configuration.facetID else { throw .configuration(.noFacetID) }
     guard input.count <= UAFMessageCodec.maxSize else { throw .message(.tooLarge(input.count)) }
     var message = String(decoding: input, as: UTF8.self)
@@ -159,14 +204,7 @@ public struct UAFEnvironment {
       }
       client.channelBinding = v
     }
-    let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
-    if let k = result.pendingKeyID {
-      do { try localData.confirmRegistration(k) } catch { throw .localData(error) }
-    }
-    let enc = JSONEncoder()
-    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    let out = (try? enc.encode(["uafProtocolMessage": result.responseMessage ?? ""])) ?? Data()
-    return String(decoding: out, as: UTF8.self)
+    return (client, message)
   }
 }
 

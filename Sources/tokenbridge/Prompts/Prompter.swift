@@ -16,6 +16,17 @@ final class Prompter: PinChanger, PinUserVerifier {
   /// How many such re-asks a pinentry gets; then the refusal itself ends the command, as with --pin-fd.
   static let maxRefusedInARow = 5
 
+  /// Lines every pinentry dialog shows after its own (the service: the calling app and the server).
+  var dialogContext: [String] = []
+
+  /// Pinentry only, no terminal and no descriptor: `tokenbridge serve`, which has neither.
+  init(pinentry: Pinentry) {
+    reader = nil
+    terminal = nil
+    assumeYes = false
+    self.pinentry = pinentry
+  }
+
   init(pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil) {
     reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
     // The terminal (when there is one) still shows notices and asks which token, with pinentry too.
@@ -128,7 +139,9 @@ final class Prompter: PinChanger, PinUserVerifier {
     }
     if let pinentry, reader == nil {
       return try Interrupts.shared.duringPinentry(pinentry.cancellation) {
-        try pinentry.confirm(title: Self.title, description: warning, ok: "Continue", cancel: "Cancel")
+        try pinentry.confirm(
+          title: Self.title, description: ([warning] + dialogContext).joined(separator: "\n"), ok: "Continue",
+          cancel: "Cancel")
       }
     }
     guard let terminal else { throw InputError.notConfirmed(about) }
@@ -181,6 +194,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     if pinentry != nil && reader == nil {
       var extra = ["To \(displayable(context.purpose))."]
       if let text = context.transactionText { extra.append("Confirm: \(text)") }
+      extra += dialogContext
       let about = describe(context.token, context.status, context.protection, lines: extra)
       return try secret("PIN:", expected: .pin, notice: notice, about: about)
     }
