@@ -75,7 +75,8 @@ def response(conn, path, timeout=120):
 def http(url, path, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url + path, data=data, method="GET" if body is None else "POST",
-                                 headers={"Content-Type": "application/fido+uaf;charset=UTF-8"})
+                                 headers={"Content-Type": "application/fido+uaf;charset=UTF-8",
+                                          "Accept": "application/fido+uaf"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -154,6 +155,9 @@ def ms(a, b):
 
 c = connect()
 out("my_facet", MY_FACET)
+# Another client listening for every Response: the unicast signals of c's requests must never reach it.
+watcher = open_dbus_connection(bus="SESSION")
+watcher.send_and_get_reply(message_bus.AddMatch(MatchRule(type="signal", interface=REQ)))
 
 # Discover (jeepney); the authenticators of the composite token.
 d = unwrap(call(c, "Discover")[0])
@@ -243,7 +247,8 @@ r = runs()
 pids_before = len(read(".pids").split())
 a = subprocess.Popen([sys.executable, client, rp_request(URL, "Reg", username="carol")], stdout=subprocess.PIPE,
                      text=True)
-out("a_request", a.stdout.readline().strip())
+a_path = a.stdout.readline().strip()
+out("a_request", a_path)
 out("a_dialog", wait_until(lambda: "answer @hang" in read(".log"), 60))
 a_pin = int(read(".pids").split()[pids_before])
 busy = {}
@@ -253,6 +258,9 @@ for label, opts in (("same_token", {"token": ("s", PIV)}), ("any_token", {})):
     except CallError as e:
         busy[label] = f"{e.name} {e.text}"
 out("busy", busy)
+# Only the caller that made a request may close it.
+r = c.send_and_get_reply(new_method_call(DBusAddress(a_path, bus_name=NAME, interface=REQ), "Close"))
+out("close_by_other", r.header.fields.get(4) or r.header.message_type.name)
 out("busy_discover", {x["token"]: [x["usable"], x.get("reason")] for x in unwrap(call(c, "Discover")[0])["authenticators"]})
 t = time.time()
 a.kill()
@@ -279,6 +287,20 @@ pids_before = len(read(".pids").split())
 path = process(c, rp_request(URL, "Reg", username="frank"), {"token": ("s", FIDO2)})
 out("close_dialog", wait_until(lambda: "answer @hang" in read(".log"), 60))
 pe = int(read(".pids").split()[pids_before])
+# While a request waits in the dialog the service must not spin: its CPU time over 2 s (utime + stime, in ticks).
+main = subprocess.run(["systemctl", "--user", "show", "-p", "MainPID", "--value", "tokenbridge-serve.service"],
+                      capture_output=True, text=True).stdout.strip()
+
+
+def cpu_ticks():
+    with open(f"/proc/{main}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+t = cpu_ticks()
+time.sleep(2)
+out("waiting_cpu_ms", (cpu_ticks() - t) * 1000 // os.sysconf("SC_CLK_TCK"))
 t = time.time()
 r = c.send_and_get_reply(new_method_call(DBusAddress(path, bus_name=NAME, interface=REQ), "Close"))
 out("close_reply", r.header.message_type.name)
@@ -352,4 +374,12 @@ for token, user in ((PIV, "grace"), (FIDO2, "heidi")):
         else:
             timing[f"cli_{k}_{op.lower()}"] = {"error": f"{p.returncode} {p.stderr.strip()[-300:]}"}
 out("timing", timing)
+seen = []
+try:
+    with watcher.filter(MatchRule(type="signal", interface=REQ)) as q:
+        while True:
+            seen.append(watcher.recv_until_filtered(q, timeout=0.5).header.fields.get(1))
+except TimeoutError:
+    pass
+out("watcher_saw", seen)
 c.close()

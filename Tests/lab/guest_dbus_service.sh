@@ -11,6 +11,8 @@ tb="$vt/tokenbridge"
 w=$(mktemp -d /tmp/dbus.XXXXXX)
 chmod 755 "$w"
 export XDG_RUNTIME_DIR=/run/user/0 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
+# Local data of earlier runs in this guest (a reused guest) would name tokens that are gone.
+rm -rf /root/.local/share/tokenbridge
 NAME=org.tokenbridge.TokenBridge1
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
 OPATH=/org/tokenbridge/TokenBridge1
@@ -54,6 +56,7 @@ echo "install_log=$(grep -v '/share/\(man\|bash-completion\|zsh\|fish\)/' "$w/in
 echo "dbus_file=$(grep -v '^#' "$dbus_file" 2>&1 | tr '\n' '|')"
 echo "unit_file=$(grep -v '^#' "$unit_file" 2>&1 | tr '\n' '|')"
 unit_dir=$(dirname "$unit_file")
+rm -rf "$unit_dir/$UNIT.d"  # the idle drop-in of an earlier run in a reused guest
 # The user manager and the bus see them (the bus's service directory may not have existed when it started).
 env -u XDG_RUNTIME_DIR -u DBUS_SESSION_BUS_ADDRESS systemctl --user -M root@ daemon-reload
 busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig >/dev/null
@@ -93,7 +96,8 @@ t=$EPOCHREALTIME
 busctl --user --json=short call "$NAME" "$OPATH" "$NAME" Discover >"$w/discover.json" 2>"$w/discover.err"
 echo "busctl_discover_rc=$?"
 echo "busctl_discover_s=$(since "$t")"
-echo "busctl_discover=$(tr -d '\n' <"$w/discover.json") $(tr '\n' ' ' <"$w/discover.err")"
+echo "busctl_discover=$(tr -d '\n' <"$w/discover.json")"
+echo "busctl_discover_err=$(tr '\n' ' ' <"$w/discover.err")"
 echo "after_call_active=$(systemctl --user is-active "$UNIT" 2>&1)"
 echo "busctl_status=$(busctl --user status "$NAME" 2>&1 | grep -E '^(PID|Exe|Unit|UserUnit)=' | tr '\n' ' ')"
 echo "main_pid=$(systemctl --user show -p MainPID --value "$UNIT")"
@@ -110,10 +114,11 @@ systemctl --user daemon-reload
 systemctl --user stop "$UNIT"
 echo "idle_stopped=$(systemctl --user is-active "$UNIT" 2>&1)"
 busctl --user call "$NAME" "$OPATH" "$NAME" ListTokens 'a{sv}' 0 >"$w/list.out" 2>&1
-echo "idle_call_rc=$? $(head -c 200 "$w/list.out" | tr '\n' ' ')"
+rc=$?
+t=$EPOCHREALTIME  # the last call answered: the idle time counts from here
+echo "idle_call_rc=$rc $(head -c 200 "$w/list.out" | tr '\n' ' ')"
 echo "idle_active=$(systemctl --user is-active "$UNIT" 2>&1)"
 echo "idle_cmdline=$(tr '\0' ' ' <"/proc/$(systemctl --user show -p MainPID --value "$UNIT")/cmdline" 2>/dev/null)"
-t=$EPOCHREALTIME
 for _ in $(seq 300); do
   [ "$(systemctl --user is-active "$UNIT" 2>&1)" = inactive ] && break
   sleep 0.1
