@@ -173,13 +173,13 @@ _tokenbridge() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|exit-codes|help)
+    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|serve|exit-codes|help)
         # Offer subcommand argument completions
         "_tokenbridge_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info uaf oob pending device fido2 install-desktop enroll doctor watch exit-codes help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info uaf oob pending device fido2 install-desktop enroll doctor watch serve exit-codes help' -- "${cur}"))
         ;;
     esac
 }
@@ -1141,6 +1141,24 @@ _tokenbridge_watch() {
     repeating_options=()
     non_repeating_options=()
     __tokenbridge_offer_flags_options 0
+}
+
+_tokenbridge_serve() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--idle-timeout --address)
+    __tokenbridge_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--idle-timeout')
+        return
+        ;;
+    '--address')
+        return
+        ;;
+    esac
 }
 
 _tokenbridge_exit-codes() {

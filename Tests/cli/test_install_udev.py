@@ -14,6 +14,8 @@ from conftest import ROOT
 SCRIPT = str(ROOT / "Tools" / "install-udev")
 RULES = "etc/udev/rules.d/70-tokenbridge.rules"
 UNIT = "etc/systemd/user/tokenbridge-enroll@.service"
+SERVE_UNIT = "etc/systemd/user/tokenbridge-serve.service"
+DBUS_SERVICE = "usr/local/share/dbus-1/services/org.tokenbridge.TokenBridge1.service"
 MAN = "usr/local/share/man/man1/tokenbridge.1"
 
 
@@ -56,7 +58,13 @@ def test_unit_names_the_binary_whatever_its_path(tmp_path, dirname):
     path, rest = unquote_first_word(exec_start(prefix))
     assert path == str(exe)
     assert rest == " enroll --device %i --prompt pinentry"
-    assert not [p for p in (prefix / UNIT).parent.iterdir() if p.name != "tokenbridge-enroll@.service"]
+    units = {"tokenbridge-enroll@.service", "tokenbridge-serve.service"}
+    assert not [p for p in (prefix / UNIT).parent.iterdir() if p.name not in units]
+    # The desktop service's user unit and D-Bus activation file run the same binary (docs/dbus-api.md).
+    serve = [l for l in (prefix / SERVE_UNIT).read_text().splitlines() if l.startswith("ExecStart=")]
+    assert unquote_first_word(serve[0][len("ExecStart="):]) == (str(exe), " serve")
+    activation = [l for l in (prefix / DBUS_SERVICE).read_text().splitlines() if l.startswith("Exec=")]
+    assert activation == [f'Exec="{exe}" serve']
     if shutil.which("systemd-analyze"):
         # systemd's own reading: an instance of the template, verified offline (it checks the executable exists).
         vdir = tmp_path / "verify"
