@@ -13,6 +13,7 @@ carries over the separate runs of one tokenbridge command):
   "@sigint"   killed by SIGINT without answering (as a terminal pinentry by the user's Ctrl-C)
   "@hang"     never answer (the caller's timeout must end it)
   "@garbage"  a line that is not Assuan
+  "@wait:PATH:PIN"  the PIN once the file PATH exists (the test does something while the dialog is up)
 Commands named in "refuse" get "ERR 536871187 Unknown IPC command". Every command received is appended
 to "<scenario>.log" (the fake never receives a PIN: it only sends them).
 
@@ -102,8 +103,12 @@ def main():
             continue
         if verb in ("GETPIN", "CONFIRM"):
             a = next_answer()
-            log.write("answer " + ("@pin" if not a.startswith("@") else a) + "\n")
+            log.write("answer " + ("@pin" if not a.startswith("@") else a.split(":", 1)[0]) + "\n")
             log.flush()
+            if a.startswith("@wait:"):
+                _, gate, a = a.split(":", 2)
+                while not os.path.exists(gate):
+                    time.sleep(0.05)
             if a == "@cancel":
                 send("ERR 83886179 Operation cancelled <Pinentry>")
             elif a == "@ok":

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TOKENBRIDGE, wait_until
+from conftest import ROOT, TOKENBRIDGE, VIRTUAL_TOKEN, wait_until
 from implementations import UAFToken
 from test_uaf import RelyingParty
 
@@ -418,3 +418,132 @@ def test_doctor_checks_the_activation_files(tmp_path):
     (services / f"{NAME}.service").write_text(svc.replace("/usr/bin/tokenbridge", "/bin/true"))
     line = doctor()[0]
     assert line.startswith("FAIL desktop service:") and "not this tokenbridge" in line
+
+
+def test_out_of_band_qr_and_link_run_as_oob_runs_them(card, bus, rps, scenario, tmp_path):
+    # ProcessOutOfBand: the same library path as `tokenbridge oob` (UAFEnvironment.outOfBandPayload and .redeem);
+    # the user confirms the operation in pinentry first (naming the server and the calling app).
+    from test_oob import payload, qr
+    server = rps("--facet", MY_FACET)
+    c = bus().connect()
+    rule = MatchRule(type="signal", interface=REQUEST_IFACE, member="Response")
+    c.send_and_get_reply(message_bus.AddMatch(rule))
+    scenario(["@ok", "123456"])
+    path = call(c, "ProcessOutOfBand", "sssa{sv}", "", "qr", qr(payload(server, "Reg", username="alice")), {})[0]
+    code, results, _ = response(c, path)
+    assert code == 0 and results["errorCode"] == 0, results
+    assert results["operation"] == "Reg" and results["server"] == server.url
+    assert [x["username"] for x in server.registrations()] == ["alice"]
+    log = pinentry_log(tmp_path)
+    assert "CONFIRM" in log and f"Server: {server.url}" in log and f"App: {MY_FACET}" in log
+    assert "\\u{1B}[31mBank" in log and "\x1b" not in log  # the payload's data, escaped as the CLI shows it
+
+    # A link; the user says no at the confirmation: cancelled, nothing redeemed, no PIN asked.
+    scenario(["@cancel"])
+    link = "https://app.example/open?dispatchTokenResponse=" + qr(payload(server, "Auth", username="alice"))
+    code, results, _ = response(c, call(c, "ProcessOutOfBand", "sssa{sv}", "", "link", link, {})[0])
+    assert code == 1 and results["errorCode"] == 3, results
+    assert "GETPIN" not in pinentry_log(tmp_path)
+    # The same link again (its token was not redeemed), confirmed: authenticated.
+    scenario(["@ok", "123456"])
+    code, results, _ = response(c, call(c, "ProcessOutOfBand", "sssa{sv}", "", "link", link, {})[0])
+    assert code == 0 and results["operation"] == "Auth", results
+    assert server.registrations()[0]["counter"] == 1
+    # The facet is the caller's, not the payload's server: a server that trusts only its own origin (what
+    # `tokenbridge oob` would use) refuses this caller, before any PIN.
+    own = rps()
+    scenario(["@ok", "123456"])
+    code, results, _ = response(c, call(c, "ProcessOutOfBand", "sssa{sv}", "", "qr",
+                                        qr(payload(own, "Reg", username="carol")), {})[0])
+    assert code == 2 and results["errorCode"] == 7, results
+    assert own.registrations() == []
+    # A kind the API does not know is refused at the call.
+    with pytest.raises(DBusErrorResponse) as e:
+        call(c, "ProcessOutOfBand", "sssa{sv}", "", "fax", "x", {})
+    assert e.value.name == NAME + ".Error.InvalidArgs" and e.value.data[0].startswith("6: ")
+
+
+def test_a_card_pulled_mid_operation_answers_and_leaves_nothing(card, bus, rps, scenario, tmp_path):
+    server = rps("--facet", MY_FACET)
+    b = bus()
+    c = b.connect()
+    gate = tmp_path / "go"
+    scenario([f"@wait:{gate}:123456", "123456"])
+    path = process(c, server.request("Reg", username="alice")["uafRequest"])
+    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "the PIN dialog")
+    card.remove()  # pulled while the dialog is up; the PIN comes after
+    gate.touch()
+    code, results, _ = response(c, path)
+    assert code == 2 and results["exitStatus"] == 10 and results["errorCode"] == 255, results
+    assert "removed" in results["error"], results
+    rows = subprocess.run([TOKENBRIDGE, "authenticators", "--all", "--json"], capture_output=True, text=True,
+                          env=dict(os.environ, **b.env), timeout=60)
+    assert json.loads(rows.stdout) == [] and server.registrations() == []
+    # Back in: the next request registers.
+    card.proc.send_signal(signal.SIGUSR2)
+    wait_until(lambda: unwrap(call(c, "ListTokens", "a{sv}", {})[0]) != [], "the card back")
+    code, results, _ = response(c, process(c, server.request("Reg", username="alice")["uafRequest"]))
+    assert code == 0, results
+
+
+PCSCD_RESTART = r"""
+import os, subprocess, sys, time
+from jeepney import DBusAddress, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+run = os.environ["TB_RUN_DIR"]
+daemon = subprocess.Popen(["dbus-daemon", "--session", "--print-address", "--nofork"], stdout=subprocess.PIPE,
+                          text=True)
+address = daemon.stdout.readline().strip()
+card = subprocess.Popen([os.environ["VT"], "piv", "--state", run + "/card.json", "--serial", "7700002"],
+                        stderr=subprocess.DEVNULL)
+serve = subprocess.Popen([os.environ["TB"], "serve", "--address", address, "--idle-timeout", "0"],
+                         stderr=subprocess.DEVNULL)
+new = None
+try:
+    c = open_dbus_connection(bus=address)
+    a = DBusAddress("/org/tokenbridge/TokenBridge1", bus_name="org.tokenbridge.TokenBridge1",
+                    interface="org.tokenbridge.TokenBridge1")
+
+    def tokens():
+        r = c.send_and_get_reply(new_method_call(a, "ListTokens", "a{sv}", ({},)), timeout=30)
+        if r.header.message_type.name == "error":
+            return "error " + r.header.fields[4]
+        return [t["token"][1] for t in r.body[0]]
+
+    def until(want):
+        for _ in range(100):
+            try:
+                got = tokens()
+            except Exception as e:  # the service not on the bus yet
+                got = repr(e)
+            if got == want:
+                return got
+            time.sleep(0.1)
+        return got
+
+    print("before:", until(["piv-7700002"]), flush=True)
+    pcscd = int(os.environ["TB_PCSCD_PID"])
+    os.kill(pcscd, 15)
+    while os.path.exists(f"/proc/{pcscd}"):
+        time.sleep(0.05)
+    print("without pcscd:", tokens(), flush=True)
+    new = subprocess.Popen(["pcscd", "-f", "-c", run + "/reader.conf"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    print("after:", until(["piv-7700002"]), flush=True)
+    print("service alive:", serve.poll() is None, flush=True)
+finally:
+    for p in (serve, card, new, daemon):
+        if p and p.poll() is None:
+            p.terminate()
+            p.wait()
+"""
+
+
+def test_the_service_survives_a_pcscd_restart(tmp_path):
+    r = subprocess.run([str(ROOT / "Tools" / "with-pcscd"), "--", sys.executable, "-c", PCSCD_RESTART],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, TB=TOKENBRIDGE, VT=VIRTUAL_TOKEN))
+    out = r.stdout + r.stderr
+    assert "before: ['piv-7700002']" in out, out
+    assert "without pcscd: []" in out or "without pcscd: error" in out, out
+    assert "after: ['piv-7700002']" in out and "service alive: True" in out, out

@@ -101,14 +101,24 @@ public struct UAFEnvironment {
     return ops
   }
 
-  /// The operations for an out-of-band payload: its server is the redeem URL's origin.
-  public func operations(
-    for payload: OutOfBandPayload, tokens: UAFTokens, authenticatorSelector: AuthenticatorSelector?
-  )
-    throws(OperationError) -> ServerOperations
-  {
+  /// An out-of-band payload (QR text, link, push JSON) as `tokenbridge oob` and the desktop service read it:
+  /// decrypted with this device's key when it is encrypted for it.
+  public func outOfBandPayload(_ source: OutOfBandSource) throws(OperationError) -> OutOfBandPayload {
+    do throws(OutOfBandError) { return try OutOfBandPayload(source, decrypter: localData.payloadDecrypter) } catch {
+      throw .outOfBand(error)
+    }
+  }
+
+  /// Redeems `payload` and runs the operation it names on `tokens` (`tokenbridge oob`, the service's
+  /// ProcessOutOfBand): one path for both. `facetID`: the caller's verified facet (the service); nil: the redeem
+  /// URL's origin (the CLI, whose user typed or scanned the payload).
+  public func redeem(
+    _ payload: OutOfBandPayload, facetID: String? = nil, tokens: UAFTokens,
+    authenticatorSelector: AuthenticatorSelector?, verifier: PinUserVerifier, accountSelector: AccountSelector?
+  ) throws(OperationError) -> UAFClientResult {
     try operations(
-      server: payload.serverOrigin, facetID: nil, tokens: tokens, authenticatorSelector: authenticatorSelector)
+      server: payload.serverOrigin, facetID: facetID, tokens: tokens, authenticatorSelector: authenticatorSelector
+    ).redeem(payload, verifier: verifier, accountSelector: accountSelector)
   }
 
   /// The device-information operations (change, check, sync, pending) over this local data.

@@ -61,11 +61,7 @@ struct OutOfBand: ParsableCommand {
     try options.execute {
       let source = try source()
       let ctx = try UAFContext(options)
-      let decrypter = ctx.env.localData.payloadDecrypter
-      let payload: OutOfBandPayload
-      do throws(OutOfBandError) { payload = try OutOfBandPayload(source, decrypter: decrypter) } catch {
-        throw OperationError.outOfBand(error)
-      }
+      let payload = try ctx.env.outOfBandPayload(source)
       let name = ["Reg": "registration", "Auth": "authentication", "Dereg": "deregistration"][
         payload.operation.rawValue]!
       if decodeOnly {
@@ -91,13 +87,13 @@ struct OutOfBand: ParsableCommand {
         finish(ctx, payload.callback?.cancel)
         throw OperationError.cancelled
       }
-      let ops = try ctx.env.operations(
-        for: payload, tokens: try ctx.tokens(),
-        authenticatorSelector: ctx.prompter.canAsk ? TerminalAuthenticatorSelector(prompter: ctx.prompter) : nil)
+      let tokens = try ctx.tokens()
       let result: UAFClientResult
       do {
-        result = try ops.redeem(
-          payload, verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter))
+        result = try ctx.env.redeem(
+          payload, tokens: tokens,
+          authenticatorSelector: ctx.prompter.canAsk ? TerminalAuthenticatorSelector(prompter: ctx.prompter) : nil,
+          verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter))
       } catch {
         let cancelled = (error as? OperationError) == .cancelled
         finish(ctx, cancelled ? payload.callback?.cancel : payload.callback?.error)

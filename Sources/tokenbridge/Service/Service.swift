@@ -278,17 +278,13 @@ final class Service {
     case "ProcessUAFOperation", "ProcessOutOfBand":
       let options = args[3]
       let isUAF = member == "ProcessUAFOperation"
-      let facet: String
-      if isUAF {
-        guard let f = self.facet(m, identity, options) else { return true }
-        facet = f
-      } else {
-        facet = identity.facetID
-        guard ["qr", "link", "push"].contains(args[1].stringValue ?? "") else {
-          replyError(m, "InvalidArgs", .protocolError, "kind must be \"qr\", \"link\" or \"push\"")
-          return true
-        }
+      if !isUAF && !["qr", "link", "push"].contains(args[1].stringValue ?? "") {
+        replyError(m, "InvalidArgs", .protocolError, "kind must be \"qr\", \"link\" or \"push\"")
+        return true
       }
+      // Out-of-band operations too run under the caller's verified facet (or the origin a named caller acts for),
+      // not the payload's server: a payload is something the caller passes.
+      guard let facet = self.facet(m, identity, options) else { return true }
       guard let req = open(m, token: options["token"]?.stringValue) else { return true }
       let s = snapshot()
       let control = req.control
@@ -305,7 +301,7 @@ final class Service {
           ? ServiceWork.processUAF(
             s, message: a1, channelBinding: a2, facet: facet, app: app, token: token, control: control, outbox: outbox)
           : ServiceWork.processOutOfBand(
-            s, kind: a1, payload: a2, app: app, token: token, control: control, outbox: outbox)
+            s, kind: a1, payload: a2, facet: facet, app: app, token: token, control: control, outbox: outbox)
         outbox.post(.response(path: path, response: response, results: results))
       }
     default: return false

@@ -24,8 +24,8 @@ enum ServiceWork {
     let infos =
       c.busyTokens.isEmpty
       ? try TokenListing(trace: nil, id: token).tokens : c.seen.filter { token == nil || $0.id == token }
-    return infos.map { t in
-      let kind = t.fido2 == nil && t.kind.rawValue != "fido2" ? "piv" : "fido2"
+    return infos.flatMap(sides).map { t in
+      let kind = t.kind.rawValue
       var reasons = ServiceSupport.hardwareReasons(t)
       if c.busyTokens.contains("*") || c.busyTokens.contains(t.id) {
         reasons.insert("busy: an operation is running on it", at: 0)
@@ -37,6 +37,27 @@ enum ServiceWork {
       ]
       if !reasons.isEmpty { d.append(.init("reason", .string(reasons.joined(separator: "; ")))) }
       return .dict(d)
+    }
+  }
+
+  /// A listing's physical token as the UAF authenticators it is: a PIV card and a FIDO2 key on one USB device
+  /// (`USBIdentity.merge`) are two, each with its own id, kind (hence AAID) and PIN.
+  static func sides(_ t: TokenInfo) -> [TokenInfo] {
+    guard let ids = t.ids, let kinds = t.kinds, ids.count == kinds.count, ids.count > 1 else { return [t] }
+    return zip(ids, kinds).map { id, kind in
+      var side = t
+      side.id = id
+      side.kind = kind
+      side.ids = nil
+      side.kinds = nil
+      side.fido2PIN = nil
+      if kind == .fido2 {
+        side.pin = t.fido2PIN
+        side.puk = nil
+      } else {
+        side.fido2 = nil
+      }
+      return side
     }
   }
 
@@ -140,7 +161,7 @@ enum ServiceWork {
 
   /// An out-of-band payload: decoded and run as `tokenbridge oob` runs it (the user confirms first).
   static func processOutOfBand(
-    _ c: Context, kind: String, payload: String, app: String, token: String?, control: RequestControl,
+    _ c: Context, kind: String, payload: String, facet: String, app: String, token: String?, control: RequestControl,
     outbox: Outbox
   ) -> (UInt32, [DBusValue.DictEntry]) {
     do {
@@ -151,10 +172,7 @@ enum ServiceWork {
         case "link": .link(payload)
         default: .push(Array(payload.utf8))
         }
-      let p: OutOfBandPayload
-      do throws(OutOfBandError) { p = try OutOfBandPayload(source, decrypter: env.localData.payloadDecrypter) } catch {
-        throw OperationError.outOfBand(error)
-      }
+      let p = try env.outOfBandPayload(source)
       let prompter = prompter(c, control: control, app: app, server: p.serverOrigin)
       if let data = p.data { prompter.dialogContext.append("The request says: \(displayable(data))") }
       guard try prompter.confirm(.outOfBand(p.operation, server: p.serverOrigin)) else {
@@ -165,8 +183,9 @@ enum ServiceWork {
       }
       control.attach(tokens.cancellers)
       outbox.post(.seen(tokens.infos))
-      let ops = try env.operations(for: p, tokens: tokens, authenticatorSelector: PinentryChoice(prompter: prompter))
-      let result = try ops.redeem(p, verifier: prompter, accountSelector: PinentryChoice(prompter: prompter))
+      let choice = PinentryChoice(prompter: prompter)
+      let result = try env.redeem(
+        p, facetID: facet, tokens: tokens, authenticatorSelector: choice, verifier: prompter, accountSelector: choice)
       if control.isCancelled { throw OperationError.cancelled }
       return (
         0,
