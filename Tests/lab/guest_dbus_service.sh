@@ -40,18 +40,10 @@ trap 'for p in $(usbip port 2>/dev/null | sed -n "s/^Port \([0-9]*\):.*/\1/p"); 
 echo "before_owner=$(busctl --user status "$NAME" >/dev/null 2>&1 && echo yes || echo no)"
 echo "before_active=$(systemctl --user is-active "$UNIT" 2>&1)"
 
-# The activation files, as a user installs them from a checkout (this build's binary): Tools/install-udev --user
-# (~/.local/share/dbus-1/services, ~/.config/systemd/user) when it has it, else its system-wide install
-# (/usr/local/share/dbus-1/services, /etc/systemd/user; reported as install_mode=system).
-if grep -q -- '--user)' "$LAB_ROOT/Tools/install-udev"; then
-  echo "install_mode=user"
-  "$LAB_ROOT/Tools/install-udev" --user --bin "$tb" >"$w/install.log" 2>&1 || { cat "$w/install.log"; exit 90; }
-  dbus_file=/root/.local/share/dbus-1/services/$NAME.service unit_file=/root/.config/systemd/user/$UNIT
-else
-  echo "install_mode=system"
-  "$LAB_ROOT/Tools/install-udev" --bin "$tb" >"$w/install.log" 2>&1 || { cat "$w/install.log"; exit 90; }
-  dbus_file=/usr/local/share/dbus-1/services/$NAME.service unit_file=/etc/systemd/user/$UNIT
-fi
+# The activation files, as an administrator installs them from a checkout (this build's binary): Tools/install-udev
+# (/usr/local/share/dbus-1/services, /etc/systemd/user), as docs/dbus-api.md says.
+"$LAB_ROOT/Tools/install-udev" --bin "$tb" >"$w/install.log" 2>&1 || { cat "$w/install.log"; exit 90; }
+dbus_file=/usr/local/share/dbus-1/services/$NAME.service unit_file=/etc/systemd/user/$UNIT
 echo "install_log=$(grep -v '/share/\(man\|bash-completion\|zsh\|fish\)/' "$w/install.log" | tr '\n' '|')"
 echo "dbus_file=$(grep -v '^#' "$dbus_file" 2>&1 | tr '\n' '|')"
 echo "unit_file=$(grep -v '^#' "$unit_file" 2>&1 | tr '\n' '|')"
