@@ -4,7 +4,7 @@ with the token pulled at its k-th request (--unplug-control; the token runs that
 with "dropped" it never reaches the token), the token is plugged back, what the token, the local data and the server
 hold is compared, and the same flow runs again, which must succeed.
 Usage: guest_pull_sweep.py MODE FLOW...    MODE: processed or dropped; FLOW: piv-register piv-authenticate
-piv-pin-change fido-register fido-authenticate fido-pin-change
+piv-pin-change fido-register fido-authenticate fido-pin-change fido-reset
 Prints one line per cut point (`cut FLOW k=K ...`, JSON) and one summary line per flow (`flow FLOW ...`, JSON)."""
 import base64
 import hashlib
@@ -109,8 +109,41 @@ class Flow:
             return tb("register", "--username", f"u{self.runs}", "--server", self.url, *extra, pins=[pin])
         if self.op == "authenticate":
             return tb("authenticate", "--username", "alice", "--server", self.url, *extra, pins=[pin])
+        if self.op == "reset":
+            return self.reset(extra)
         other = [p for p in PINS[self.kind] if p != pin][0]
         return tb("pin", "change", *extra, pins=[pin, other])
+
+    def reset(self, extra):
+        """fido2 reset: the key id typed on --pin-fd, and at "Remove the key" the replug it asks for (detach, attach)."""
+        r, w = os.pipe()
+        os.write(w, b"fido2-hidraw0\n")
+        os.close(w)
+        p = subprocess.Popen([str(BIN / "tokenbridge"), "fido2", "reset", "--token", "fido2-hidraw0", "--pin-fd", str(r),
+                              *(extra or ["--timeout", "30"])], env=env, pass_fds=(r,), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        os.close(r)
+        err = []
+        for line in p.stderr:
+            err.append(line)
+            if "Remove the key" in line:
+                detach_all()
+                attach("fido")
+        out = p.stdout.read()
+        p.wait(timeout=120)
+        return subprocess.CompletedProcess(p.args, p.returncode, out, "".join(err))
+
+    def prepare(self):
+        """Before each run, outside the counted requests: what a reset erases (a PIN, one registration)."""
+        if self.op != "reset":
+            return
+        if token_state("fido")["pin"] is None:
+            p = tb("pin", "set", "--wait", "--timeout", "30", pins=[PINS["fido"][0]])
+            assert p.returncode == 0, p.stderr
+        self.runs += 1
+        p = tb("register", "--username", f"r{self.runs}", "--server", self.url, "--wait", "--timeout", "30",
+               pins=[token_state("fido")["pin"]])
+        assert p.returncode == 0, p.stderr
 
     def setup(self):
         attach(self.kind)
@@ -178,6 +211,7 @@ def sweep(flow, mode):
     kind = flow.kind
     log, control = LOGS[kind], CONTROLS[kind]
     flow.setup()
+    flow.prepare()
     log.write_text("")
     p = flow.run(wait_for_token=True)
     assert p.returncode == 0, f"{flow.name} fails without a pull: {p.stderr}"
@@ -185,6 +219,7 @@ def sweep(flow, mode):
     summary = {"flow": flow.name, "mode": mode, "requests": len(requests), "cuts": 0, "not_reached": [],
                "inconsistent": [], "rerun_failed": [], "exit_codes": {}, "messages": {}}
     for k in range(1, len(requests) + 1):
+        flow.prepare()
         before = token_state(kind)
         log.write_text("")
         tmp = control.with_suffix(".tmp")
@@ -199,12 +234,16 @@ def sweep(flow, mode):
             print("cut", json.dumps({"flow": flow.name, "k": k, "reached": False, "rc": p.returncode}), flush=True)
             continue
         summary["cuts"] += 1
-        assert wait(ports_free), "the pulled device stays on the bus"
+        if flow.op == "reset" and not wait(ports_free, 5):
+            detach_all()  # pulled before the replug the reset asks for: the flow's own replug put it back
+        assert wait(ports_free), (f"the pulled device stays on the bus: {VHCI.read_text()}; requests: {seen}; "
+                                  f"{p.stderr[-500:]}; server: {(work / 'server.log').read_text()[-800:]}")
         attach(kind)  # the kernel and pcscd take it in while the check below reads what nothing else changes now
         problems = flow.check(before, cut[0])
         message = (p.stderr.strip().splitlines() or [""])[-1]
         summary["exit_codes"][str(p.returncode)] = summary["exit_codes"].get(str(p.returncode), 0) + 1
         summary["messages"].setdefault(message[:200], []).append(k)
+        flow.prepare()
         again = flow.run(wait_for_token=True)
         if problems:
             summary["inconsistent"].append({"k": k, "request": cut[0], "problems": problems})

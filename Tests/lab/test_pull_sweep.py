@@ -10,15 +10,17 @@ import json
 import os
 import time
 
+import pytest
+
 from conftest import ROOT
 
 FLOWS = ["piv-register", "piv-authenticate", "piv-pin-change", "fido-register", "fido-authenticate", "fido-pin-change"]
 MODE = os.environ.get("LAB_PULL_MODE", "processed")
 
 
-def test_pull_at_every_request_of_every_flow(devices):
+def sweep(devices, flows):
     started = time.monotonic()
-    r = devices.run("python3", str(ROOT / "Tests" / "lab" / "guest_pull_sweep.py"), MODE, *FLOWS, timeout=900)
+    r = devices.run("python3", str(ROOT / "Tests" / "lab" / "guest_pull_sweep.py"), MODE, *flows, timeout=900)
     seconds = time.monotonic() - started
     lines = r.stdout.splitlines()
     flows = [json.loads(l[5:]) for l in lines if l.startswith("flow ")]
@@ -32,6 +34,11 @@ def test_pull_at_every_request_of_every_flow(devices):
         for bad in f["inconsistent"] + f["rerun_failed"]:
             print(f"    FOUND {json.dumps(bad)}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    return flows
+
+
+def test_pull_at_every_request_of_every_flow(devices):
+    flows = sweep(devices, FLOWS)
     assert [f["flow"] for f in flows] == FLOWS
     for f in flows:
         # Every cut point was reached (a flow that made fewer requests than when it was counted is a finding too).
@@ -41,3 +48,18 @@ def test_pull_at_every_request_of_every_flow(devices):
         # A pull mid-operation says so: exit 10 (removed during the operation), or 22 when the token was gone before
         # an authenticator was chosen ("that token is not plugged in").
         assert set(f["exit_codes"]) <= {"10", "22"}, f
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27 class 5: fido2 reset pulled at authenticatorReset (the key erased, its "
+                   "answer lost) leaves the local and the server's registrations of the erased credentials; the "
+                   "durable intent + recovery (branch wt-intent) repairs them: remove this mark once merged")
+def test_pull_at_every_request_of_fido2_reset(devices):
+    """fido2 reset with the key id typed on --pin-fd and the replug it asks for done by the guest script; before each
+    run (outside the counted requests) the key gets a PIN and one registration, what the reset must take away."""
+    [f] = sweep(devices, ["fido-reset"])
+    assert f["requests"] > 0 and f["cuts"] == f["requests"] and not f["not_reached"], f
+    assert f["inconsistent"] == [], f
+    assert f["rerun_failed"] == [], f
+    # A pull before the replug ends the reset with exit 10; one during the credential probe is taken for "no
+    # credential of ours" and the reset goes on after the replug (exit 0: see the report of the sweep).
+    assert set(f["exit_codes"]) <= {"0", "10"}, f
