@@ -247,6 +247,18 @@ struct USBIP: ParsableCommand {
       key gets a new connection, and a key whose socket is not there cannot be attached); an external key that \
       drops the connection (replugged or stopped) unplugs its device. Signals: SIGUSR1 takes the cards out of their \
       CCID slots, SIGUSR2 puts them back, SIGHUP unplugs every attached device, SIGTERM/SIGINT stop.
+
+      Pulling a token at a chosen step (the lab's pull sweep; every device has its own count): a request is one \
+      CCID PC_to_RDR_XfrBlock (an APDU, or a part of a chained one) or one CTAPHID output report. \
+      --unplug-after-request K unplugs the device at its K-th request since the start, once; --unplug-control FILE \
+      arms it at run time: a file holding "K [processed|dropped]" is read and removed at the next request, which is \
+      then request 1 ("0" disarms). processed (--unplug-mode, the default): the token runs the K-th request, keeps \
+      what it changed, and its answer is lost; dropped: the request never reaches the token. The device leaves the \
+      host as when pulled out; its state stays in --state-dir and it can be attached again. --request-log FILE \
+      appends one line per request (CCID: level and APDU header CLA INS P1 P2; CTAPHID: channel, init + command \
+      (+ CTAP command, clientPIN subcommand) or cont + sequence; never the data: no PIN), so a flow's requests can be \
+      counted; a line of the request that unplugged ends with "unplug=MODE". Both files are device 1-1's; device \
+      1-N (N > 1) uses FILE.1-N.
       """)
 
   @Option(help: "Address to listen on: loopback only (127.0.0.0/8 or [::1]), port 3240 by default.")
@@ -266,8 +278,20 @@ struct USBIP: ParsableCommand {
     help: "Devices without a USB serial string (iSerialNumber 0); the PIV serial stays.")
   var noUSBSerial = false
   @Option(help: "Write the process id here once listening.") var pidFile: String?
+  @Option(help: "Unplug each device at its K-th request (CCID XfrBlock or CTAPHID report), once (see below).")
+  var unplugAfterRequest: Int?
+  @Option(help: "What the unplugging request does: processed (the token runs it; its answer is lost) or dropped.")
+  var unplugMode = "processed"
+  @Option(help: "A file that arms the unplug at run time: \"K [processed|dropped]\" (see below).")
+  var unplugControl: String?
+  @Option(help: "Append one line per request to this file (headers only, never data; see below).")
+  var requestLog: String?
 
   func validate() throws {
+    guard PullSwitch.Mode(rawValue: unplugMode) != nil else {
+      throw ValidationError("--unplug-mode must be processed or dropped")
+    }
+    if let k = unplugAfterRequest, k < 1 { throw ValidationError("--unplug-after-request must be 1 or more") }
     guard USBIPServer.loopbackAddress(listen) != nil else {
       throw ValidationError("--listen must be a loopback HOST:PORT (127.0.0.1:3240 or [::1]:3240)")
     }
@@ -327,8 +351,15 @@ struct USBIP: ParsableCommand {
         }
         ccid = CCIDFunction(card: card, log: log)
       }
-      devices.append(
-        VirtualUSBDevice(kind: kind, serial: String(number), usbSerial: !noUSBSerial, fido: fido, ccid: ccid))
+      let device = VirtualUSBDevice(
+        kind: kind, serial: String(number), usbSerial: !noUSBSerial, fido: fido, ccid: ccid)
+      if unplugAfterRequest != nil || unplugControl != nil || requestLog != nil {
+        device.pullSwitch = PullSwitch(
+          unplugAfter: unplugAfterRequest, mode: PullSwitch.Mode(rawValue: unplugMode)!,
+          controlPath: unplugControl.map { devices.isEmpty ? $0 : "\($0).\(bus)" },
+          logPath: requestLog.map { devices.isEmpty ? $0 : "\($0).\(bus)" })
+      }
+      devices.append(device)
     }
     let server = USBIPServer(devices: devices, log: log)
     let cards = devices.compactMap(\.ccid)

@@ -39,6 +39,9 @@ extension TokenSelection {
     switch keys.count {
     case 0:
       if let missing = Self.missingLibrary(result.unusableCards) { throw .token(missing) }
+      if let pulled = Self.pulled(result.unusableCards.filter { $0.id?.hasPrefix("fido2-") == true }) {
+        throw .token(pulled)
+      }
       throw .noToken(
         readers: 0, emptyReaders: [],
         unusable: result.unusableCards.filter { $0.id?.hasPrefix("fido2-") == true }.map {

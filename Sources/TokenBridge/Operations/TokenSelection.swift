@@ -42,6 +42,7 @@ public struct TokenSelection {
     switch all.count {
     case 0:
       if let missing = Self.missingLibrary(result.unusableCards) { throw .token(missing) }
+      if result.pcscProblem == nil, let pulled = Self.pulled(result.unusableCards) { throw .token(pulled) }
       // PC/SC failed beside FIDO2 keys that failed: both are why nothing is usable.
       throw .noToken(
         readers: result.readerCount, emptyReaders: result.emptyReaders,
@@ -62,6 +63,17 @@ public struct TokenSelection {
   static func missingLibrary(_ unusable: [UnusableToken]) -> TokenError? {
     guard let first = unusable.first, case .libraryMissing = first.reason,
       unusable.allSatisfy({ $0.reason == first.reason })
+    else { return nil }
+    return first.reason
+  }
+
+  /// Nothing is usable because every token there was pulled out while it was probed: that is what happened (exit
+  /// 10, "removed during the operation"), not a token we cannot use (exit 11). Found by the lab's pull sweep.
+  static func pulled(_ unusable: [UnusableToken]) -> TokenError? {
+    guard let first = unusable.first,
+      unusable.allSatisfy({
+        if case .smartCard(.cardRemoved) = $0.reason { true } else { false }
+      })
     else { return nil }
     return first.reason
   }

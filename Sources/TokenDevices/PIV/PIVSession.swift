@@ -133,14 +133,18 @@ public final class PIVSession {
     do {
       return try card.send(apdu)
     } catch {
+      let removed: Bool
       switch error {
-      case .pcsc(let st, _) where st.isReset: break
-      case .cardRemoved: break
+      case .pcsc(let st, _) where st.isReset: removed = false
+      case .cardRemoved: removed = true
       default: throw .smartCard(error)
       }
       pinCache = PINCache()  // a reset card has a new PIN state
       do { try card.transport.reconnect() } catch {
         if case .noCard = error { throw .smartCard(.cardRemoved(reader: reader)) }  // still out: it was removed
+        // A USB token pulled takes its reader with it: pcscd answers the reconnect of a handle on a reader it has
+        // removed with SCARD_E_INVALID_VALUE (or _INVALID_HANDLE). What happened is still the removal.
+        if removed { throw .smartCard(.cardRemoved(reader: reader)) }
         throw .smartCard(error)
       }
       if reselectOnReset { try select() }

@@ -13,6 +13,7 @@ public struct PCSCStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
   public static let timeout = PCSCStatus(rawValue: 0x8010_000A)
   public static let sharingViolation = PCSCStatus(rawValue: 0x8010_000B)
   public static let noSmartcard = PCSCStatus(rawValue: 0x8010_000C)
+  public static let invalidValue = PCSCStatus(rawValue: 0x8010_0011)
   public static let protoMismatch = PCSCStatus(rawValue: 0x8010_000F)
   public static let notTransacted = PCSCStatus(rawValue: 0x8010_0016)
   public static let readerUnavailable = PCSCStatus(rawValue: 0x8010_0017)

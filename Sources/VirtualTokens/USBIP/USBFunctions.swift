@@ -27,6 +27,10 @@ public final class FIDOHIDFunction: @unchecked Sendable {
   let lock = NSLock()
   var port: CTAPHIDEngine.Port?
   var link: ExternalKeyLink?
+  /// The lab's pull sweep (nil: off); `unplug` takes the device off the bus, `muted` drops what the key still says.
+  var pullSwitch: PullSwitch?
+  var unplug: (@Sendable () -> Void)?
+  var muted = false
 
   public init(engine: CTAPHIDEngine) {
     key = .builtIn(engine)
@@ -40,17 +44,23 @@ public final class FIDOHIDFunction: @unchecked Sendable {
 
   /// False when the key cannot be powered up (an external key whose socket does not answer).
   func attach(_ queue: @escaping USBInQueue, unplug: @escaping @Sendable () -> Void) -> Bool {
+    lock.withLock {
+      self.unplug = unplug
+      muted = false
+    }
     switch key {
     case .builtIn(let engine):
       engine.powerCycle()
-      let port = engine.openPort { report in queue(Self.endpoint, report) }
+      let port = engine.openPort { [self] report in
+        if !lock.withLock({ muted }) { queue(Self.endpoint, report) }
+      }
       lock.withLock { self.port = port }
       return true
     case .external(let path):
       guard let link = ExternalKeyLink(path: path, log: log) else { return false }
       lock.withLock { self.link = link }
       link.start(
-        report: { queue(Self.endpoint, $0) },
+        report: { [self] report in if !lock.withLock({ muted }) { queue(Self.endpoint, report) } },
         dropped: { [self] in
           log("the external key at \(path) closed the connection (replugged or stopped): unplugged")
           unplug()
@@ -73,7 +83,21 @@ public final class FIDOHIDFunction: @unchecked Sendable {
 
   /// One output report (interrupt OUT transfer or SET_REPORT).
   func output(_ report: [UInt8]) {
-    let (port, link) = lock.withLock { (self.port, self.link) }
+    let (port, link, pull) = lock.withLock { (self.port, self.link, self.pullSwitch) }
+    if let pull, let mode = pull.request(PullSwitch.describeReport(report)) {
+      // Pulled at this report: the key hears it or not (mode), and nothing it answers reaches the host.
+      let unplug = lock.withLock {
+        muted = true
+        return self.unplug
+      }
+      if mode == .processed {
+        port?.receive(report)
+        port?.worker.sync {}  // a request that completes here has run to its end
+        link?.send(report)
+      }
+      unplug?()
+      return
+    }
     port?.receive(report)
     link?.send(report)
   }
@@ -169,12 +193,15 @@ public final class CCIDFunction: @unchecked Sendable {
   let log: (String) -> Void
   // Owned by `work`:
   var queue: USBInQueue?
+  var unplug: (@Sendable () -> Void)?
   var present = true
   var active = false
   var commandChain: [UInt8]?
   var responseRest: [UInt8]?
   // Owned by the URB reader thread:
   var pendingOut: [UInt8] = []
+  /// The lab's pull sweep (nil: off); set before the first attach.
+  var pullSwitch: PullSwitch?
 
   public init(card: VirtualPIVCard, present: Bool = true, log: @escaping (String) -> Void) {
     self.card = card
@@ -182,10 +209,11 @@ public final class CCIDFunction: @unchecked Sendable {
     self.log = log
   }
 
-  func attach(_ queue: @escaping USBInQueue) {
+  func attach(_ queue: @escaping USBInQueue, unplug: @escaping @Sendable () -> Void) {
     pendingOut = []
     work.sync {
       self.queue = queue
+      self.unplug = unplug
       active = false
       commandChain = nil
       responseRest = nil
@@ -229,6 +257,16 @@ public final class CCIDFunction: @unchecked Sendable {
       guard pendingOut.count >= 10 + length else { return }
       let message = Array(pendingOut[0..<10 + length])
       pendingOut.removeFirst(10 + length)
+      if message[0] == 0x6F, let mode = pullSwitch?.request(PullSwitch.describeXfrBlock(message)) {
+        // Pulled at this APDU: the card runs it or not (mode); its answer never reaches the host.
+        pendingOut = []
+        work.async { [self] in
+          queue = nil
+          if mode == .processed { handle(message) }
+          unplug?()
+        }
+        return
+      }
       work.async { [self] in handle(message) }
     }
   }

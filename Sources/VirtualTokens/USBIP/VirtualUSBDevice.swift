@@ -50,8 +50,17 @@ public final class VirtualUSBDevice: @unchecked Sendable {
   /// nothing is attached. `unplug` takes the device off the bus (the external key went away).
   func attach(_ queue: @escaping USBInQueue, unplug: @escaping @Sendable () -> Void) -> Bool {
     if let fido, !fido.attach(queue, unplug: unplug) { return false }
-    ccid?.attach(queue)
+    ccid?.attach(queue, unplug: unplug)
     return true
+  }
+
+  /// The lab's pull sweep: unplugs this device at a chosen request (see `PullSwitch`); set before serving.
+  public var pullSwitch: PullSwitch? {
+    get { fido.map { f in f.lock.withLock { f.pullSwitch } } ?? ccid?.pullSwitch }
+    set {
+      fido?.lock.withLock { fido?.pullSwitch = newValue }
+      ccid?.pullSwitch = newValue
+    }
   }
 
   func detach() {
