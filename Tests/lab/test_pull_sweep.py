@@ -50,9 +50,6 @@ def test_pull_at_every_request_of_every_flow(devices):
         assert set(f["exit_codes"]) <= {"10", "22"}, f
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 class 5: fido2 reset pulled at authenticatorReset (the key erased, its "
-                   "answer lost) leaves the local and the server's registrations of the erased credentials; the "
-                   "durable intent + recovery (branch wt-intent) repairs them: remove this mark once merged")
 def test_pull_at_every_request_of_fido2_reset(devices):
     """fido2 reset with the key id typed on --pin-fd and the replug it asks for done by the guest script; before each
     run (outside the counted requests) the key gets a PIN and one registration, what the reset must take away."""
