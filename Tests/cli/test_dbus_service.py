@@ -3,6 +3,7 @@ no session bus needed) and stops it by pid; the clients are jeepney (this proces
 client must die), busctl and gdbus. The RP is Tools/rp; PINs come from a scripted pinentry (never over D-Bus)."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -547,3 +548,103 @@ def test_the_service_survives_a_pcscd_restart(tmp_path):
     assert "before: ['piv-7700002']" in out, out
     assert "without pcscd: []" in out or "without pcscd: error" in out, out
     assert "after: ['piv-7700002']" in out and "service alive: True" in out, out
+
+
+class Notifications:
+    """A desktop notification daemon on the private bus (org.freedesktop.Notifications): records each Notify."""
+
+    def __init__(self, bus):
+        import threading
+        self.conn = bus.connect()
+        reply = self.conn.send_and_get_reply(message_bus.RequestName("org.freedesktop.Notifications"))
+        assert reply.body[0] == 1, reply.body  # primary owner
+        self.seen = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        from jeepney import new_method_return
+        while not self.stopping:
+            try:
+                msg = self.conn.receive(timeout=0.2)
+            except TimeoutError:
+                continue
+            except Exception:
+                return
+            if msg.header.fields.get(jeepney.HeaderFields.member) == "Notify":
+                self.seen.append((msg.body[3], msg.body[4]))  # summary, body
+                self.conn.send(new_method_return(msg, "u", (len(self.seen),)))
+
+    def stop(self):
+        self.stopping = True
+        self.thread.join(timeout=5)
+        self.conn.close()
+
+
+def test_touch_cue_and_result_are_desktop_notifications(bus, rps, scenario, tmp_path):
+    from fido2_conn import Key
+    key = Key(tmp_path, "--presence", "wait")
+    try:
+        env = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}
+        b = bus(env)
+        r = subprocess.run([TOKENBRIDGE, "pin", "set", "--pin-fd", "0"], input="123456\n", capture_output=True,
+                           text=True, env=dict(os.environ, **b.env), timeout=60)
+        assert r.returncode == 0, r.stderr
+        notes = Notifications(b)
+        server = rps("--facet", MY_FACET)
+        c = b.connect()
+        scenario(["123456"])
+        path = process(c, server.request("Reg", username="alice")["uafRequest"])
+        # The key waits for a touch (KEEPALIVE UP_NEEDED): the cue is a notification; each touch is SIGUSR2.
+        for n in (1, 2):  # makeCredential, then getAssertion for the hmac-secret output
+            wait_until(lambda: sum(s == "Touch your key" for s, _ in notes.seen) >= n, f"touch cue {n}")
+            key.proc.send_signal(signal.SIGUSR2)
+        code, results, _ = response(c, path)
+        assert code == 0, results
+        wait_until(lambda: any(s == "TokenBridge" for s, _ in notes.seen), "the result notification")
+        touch = [body for s, body in notes.seen if s == "Touch your key"]
+        assert touch[0].startswith("Touch your key (fido2-") and MY_FACET in touch[0], notes.seen
+        assert ("TokenBridge", f"Done for {MY_FACET}.") in notes.seen
+        # A failure is one too: the user cancels the PIN dialog.
+        scenario(["@cancel"])
+        code, results, _ = response(c, process(c, server.request("Reg", username="bob")["uafRequest"]))
+        assert code == 1 and results["errorCode"] == 3, results
+        wait_until(lambda: any(s == "TokenBridge: failed" for s, _ in notes.seen), "the failure notification")
+        notes.stop()
+    finally:
+        key.proc.terminate()
+        key.proc.wait(timeout=10)
+
+
+def test_several_tokens_are_offered_in_pinentry_one_by_one(card, bus, rps, scenario, tmp_path):
+    from fido2_conn import Key
+    key = Key(tmp_path)
+    try:
+        env = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}
+        b = bus(env)
+        r = subprocess.run([TOKENBRIDGE, "pin", "set", "--token", "fido2-fido-sock", "--pin-fd", "0"],
+                           input="123456\n", capture_output=True, text=True, env=dict(os.environ, **b.env), timeout=60)
+        assert r.returncode == 0, r.stderr
+        server = rps("--facet", MY_FACET)
+        c = b.connect()
+        # No token option, two tokens: each usable one is offered in turn ("Register with …?"): Next on the first,
+        # Use this on the second, then its PIN.
+        scenario(["@cancel", "@ok", "123456"])
+        code, results, _ = response(c, process(c, server.request("Reg", username="alice")["uafRequest"]))
+        assert code == 0, results
+        log = pinentry_log(tmp_path)
+        offered = re.findall(r"SETDESC Register with [^%]*\((piv-[^)]+|fido2-[^)]+)\)\?", log)
+        assert len(offered) == 2 and offered[0] != offered[1], log
+        chosen = offered[1]
+        assert server.respond("Reg", json.loads(results["message"])["uafProtocolMessage"]) == 1200
+        [reg] = server.registrations()
+        assert reg["aaid"] == {"piv": "7B1D#0001", "fido2": "7B1D#0002"}[chosen.split("-")[0]], (chosen, reg)
+        # Cancel on every offer: nothing is done, the caller hears "cancelled".
+        scenario(["@cancel", "@cancel"])
+        code, results, _ = response(c, process(c, server.request("Reg", username="bob")["uafRequest"]))
+        assert code == 1 and results["errorCode"] == 3, results
+        assert len(server.registrations()) == 1
+    finally:
+        key.proc.terminate()
+        key.proc.wait(timeout=10)
