@@ -110,7 +110,9 @@ enum AssuanTarget {
 /// file name, the same on each lookup.
 enum UdevNameTarget {
   static let sys: String = {
-    let root = "\(NSTemporaryDirectory())/tokenbridge-fuzz-sys-\(getpid())"
+    // In memory when there is /dev/shm: the serial is rewritten on every input.
+    let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+    let root = "\(base)/tokenbridge-fuzz-sys-\(getpid())"
     let fm = FileManager.default
     try? fm.removeItem(atPath: root)
     atexit { try? FileManager.default.removeItem(atPath: UdevNameTarget.sys) }
@@ -159,7 +161,7 @@ enum UdevNameTarget {
 
   static func isOneFileName(_ s: String) -> Bool {
     !s.isEmpty && s != "." && s != ".." && !s.utf8.contains(UInt8(ascii: "/")) && !s.utf8.contains(0)
-      && s.utf8.count <= 200
+      && s.utf8.count <= 255
   }
 
   static func run(_ data: [UInt8]) {
@@ -173,9 +175,12 @@ enum UdevNameTarget {
       check(isOneFileName("enroll-\(id.key).lock"), "a device key that is not one file name")
       return
     }
-    guard FileManager.default.createFile(atPath: serialPath, contents: Data(body.prefix(300))) else {
-      return check(false, "cannot write the serial")
-    }
+    let fd = open(serialPath, O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return check(false, "cannot write the serial: \(errno)") }
+    let serial = Array(body.prefix(300))
+    let written = serial.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    Glibc.close(fd)
+    check(written == serial.count, "the serial was not written whole")
     guard let id = try? USBIdentity.of("1-3:1.1", sys: sys) else { return check(false, "1-3 not found") }
     check(id.busPath == "1-3" && id.key.hasPrefix("usb-1050-0407-"), "1-3 read as another device")
     check(isOneFileName("enroll-\(id.key).lock"), "a serial made a key that is not one file name")

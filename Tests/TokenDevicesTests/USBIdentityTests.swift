@@ -69,6 +69,21 @@ struct USBIdentityTests {
     #expect(id.key == "usb-1209-0001-VW-01\u{E9}")
     id.serial = "\u{0D4E}/"
     #expect(id.key == "usb-1209-0001-\u{0D4E}")
+    // The udev-name fuzz target found that long serials make long keys: the longest a device can report (126
+    // characters; two-byte letters here) made `enroll-KEY.lock` longer than a file name may be (255 bytes).
+    id.serial = String(repeating: "\u{416}", count: 126)
+    #expect(id.key.utf8.count <= 255 - "enroll-.lock".utf8.count)
+    #expect(
+      id.key.hasPrefix("usb-1209-0001-" + String(repeating: "\u{416}", count: 32) + "-") && id.key.utf8.count == 95)
+    id.serial = String(repeating: "\u{416}", count: 125) + "\u{417}"
+    #expect(
+      id.key
+        != USBIdentity(
+          busPath: "1-1", vendorID: "1209", productID: "0001", serial: String(repeating: "\u{416}", count: 126),
+          product: nil, interfaceClasses: [], hidraw: []
+        ).key)
+    id.serial = String(repeating: "7", count: 96)
+    #expect(id.key == "usb-1209-0001-" + String(repeating: "7", count: 96))
   }
 
   @Test func tokensOnOneDeviceAreLinked() {

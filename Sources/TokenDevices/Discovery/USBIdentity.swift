@@ -36,7 +36,24 @@ public struct USBIdentity: Equatable, Sendable {
           })
         return String(kept)
       } ?? "port-\(busPath)"
-    return base + (tail.isEmpty ? "port-\(busPath)" : tail)
+    return base + (tail.isEmpty ? "port-\(busPath)" : Self.bounded(tail))
+  }
+
+  /// `tail` when it has at most 96 bytes, else its first 64 bytes (whole scalars) and a digest of all of it (FNV-1a,
+  /// 64 bits): a file name has at most 255 bytes, and a serial of 126 two-byte letters made the lock file's name
+  /// longer than that (found by the udev-name fuzz target). Real serials are far shorter and keep their key.
+  static func bounded(_ tail: String) -> String {
+    guard tail.utf8.count > 96 else { return tail }
+    var head = String.UnicodeScalarView()
+    var bytes = 0
+    for scalar in tail.unicodeScalars {
+      bytes += String(scalar).utf8.count
+      if bytes > 64 { break }
+      head.append(scalar)
+    }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for b in tail.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+    return String(head) + "-" + Hex.digits(hash, width: 16)
   }
 
   public enum LookupError: Error, Equatable, Sendable {
