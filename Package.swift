@@ -77,7 +77,10 @@ let package = Package(
     // Fuzz targets (README "Fuzzing", Tools/fuzz): one executable, the target chosen by TB_FUZZ_TARGET; built
     // without -DFUZZING it replays corpus files (the test suite does that).
     .executableTarget(
-      name: "tokenbridge-fuzz", dependencies: ["UAFCore", "TokenDevices", "TokenBridge", "VirtualTokens"],
+      name: "tokenbridge-fuzz",
+      dependencies: [
+        "UAFCore", "TokenDevices", "TokenBridge", "VirtualTokens", .product(name: "Crypto", package: "swift-crypto"),
+      ],
       path: "Sources/FuzzTargets"),
 
     .testTarget(name: "PlatformTests", dependencies: ["Platform"]),

@@ -15,6 +15,12 @@ enum FuzzTargets {
     ("ctap-cbor", CTAPCBORTarget.run),
     ("config", ConfigTarget.run),
     ("pin-fd", PinFDTarget.run),
+    ("oob-payload", OutOfBandPayloadTarget.run),
+    ("callback-url", CallbackURLTarget.run),
+    ("jwe", JWETarget.run),
+    ("device-answer", DeviceAnswerTarget.run),
+    ("assuan", AssuanTarget.run),
+    ("udev-name", UdevNameTarget.run),
   ]
 
   static func named(_ name: String) -> (@Sendable ([UInt8]) -> Void)? { all.first { $0.name == name }?.run }

@@ -46,6 +46,15 @@ import UAFCore
             "nma_data": ["token": "t", "redeem_url": "http://127.evil.example/nevisfido/token/redeem/registration"]
           ])))
     }
+    // Found by the oob-payload fuzz target: an empty host was taken, and the server origin was `https://`.
+    for redeem in [
+      "https://@/x/redeem/registration", "https:///x/redeem/registration", "https://:443/redeem/registration",
+    ] {
+      #expect(throws: OutOfBandError.malformedPayload(reason: "nma_data.redeem_url is missing or not a URL")) {
+        try OutOfBandPayload(
+          .push(Array(try JSONSerialization.data(withJSONObject: ["nma_data": ["token": "t", "redeem_url": redeem]]))))
+      }
+    }
   }
 
   @Test func callbacksOnlyToListedSchemesAndOrigins() {

@@ -70,6 +70,37 @@ struct USBIdentityTests {
   @Test func unknownAndUnsafeNamesAreRefused() {
     #expect(throws: USBIdentity.LookupError.noDevice("hidraw9")) { try USBIdentity.of("hidraw9", sys: root) }
     #expect(throws: USBIdentity.LookupError.noDevice("../1-1")) { try USBIdentity.of("../1-1", sys: root) }
+    // A NUL ended the path early in realpath, so this was 1-1 (the udev-name fuzz target checks that a name
+    // found is one of the tree's).
+    #expect(throws: USBIdentity.LookupError.noDevice("1-1\u{0}x")) { try USBIdentity.of("1-1\u{0}x", sys: root) }
+  }
+
+  /// The serial is the device's own text: a Character whose first scalar is a letter (U+0D4E, a prepended
+  /// letter) took the `/` after it into the key, which names the enrollment lock file.
+  @Test func theKeyIsOneFileNameWhateverTheSerialSays() {
+    var id = USBIdentity(
+      busPath: "1-1", vendorID: "1209", productID: "0001", serial: "12\u{0D4E}/../x\u{0D4E}.\u{0D4E}.",
+      product: nil, interfaceClasses: [], hidraw: [])
+    #expect(id.key == "usb-1209-0001-12\u{0D4E}x\u{0D4E}\u{0D4E}")
+    id.serial = "VW-01 \u{E9}\u{0}"
+    #expect(id.key == "usb-1209-0001-VW-01\u{E9}")
+    id.serial = "\u{0D4E}/"
+    #expect(id.key == "usb-1209-0001-\u{0D4E}")
+    // The udev-name fuzz target found that long serials make long keys: the longest a device can report (126
+    // characters; two-byte letters here) made `enroll-KEY.lock` longer than a file name may be (255 bytes).
+    id.serial = String(repeating: "\u{416}", count: 126)
+    #expect(id.key.utf8.count <= 255 - "enroll-.lock".utf8.count)
+    #expect(
+      id.key.hasPrefix("usb-1209-0001-" + String(repeating: "\u{416}", count: 32) + "-") && id.key.utf8.count == 95)
+    id.serial = String(repeating: "\u{416}", count: 125) + "\u{417}"
+    #expect(
+      id.key
+        != USBIdentity(
+          busPath: "1-1", vendorID: "1209", productID: "0001", serial: String(repeating: "\u{416}", count: 126),
+          product: nil, interfaceClasses: [], hidraw: []
+        ).key)
+    id.serial = String(repeating: "7", count: 96)
+    #expect(id.key == "usb-1209-0001-" + String(repeating: "7", count: 96))
   }
 
   @Test func tokensOnOneDeviceAreLinked() {

@@ -165,16 +165,10 @@ public struct DeviceService {
       }
       if status == 404 { continue }
       if status == 401 { throw .signatureRefused(server: server) }
-      guard status == 200, let a = try? JSONDecoder().decode(DeviceWire.DeviceAnswer.self, from: data) else {
+      guard status == 200, let view = DeviceWire.deviceView(data) else {
         throw .backend(.malformedAnswer("device credentials answer"))
       }
-      return (
-        DeviceView(
-          targets: a.dispatchTargets.map {
-            .init(id: $0.id, username: $0.username, name: $0.name, pushToken: $0.target)
-          },
-          credentials: a.credentials.map { .init(username: $0.username, aaid: $0.aaid, keyID: $0.keyId) }), t.id
-      )
+      return (view, t.id)
     }
     return nil
   }
@@ -228,22 +222,13 @@ public struct DeviceService {
       }
       if status == 404 { continue }
       if status == 401 { throw .signatureRefused(server: server) }
-      guard status == 200, let a = try? JSONDecoder().decode(DeviceWire.OperationsAnswer.self, from: data) else {
+      guard status == 200,
+        let operations = DeviceWire.pendingOperations(
+          data, server: server, decrypter: PayloadDecrypter { keys.encryption })
+      else {
         throw .backend(.malformedAnswer("pending operations answer"))
       }
-      return a.operations.map { op in
-        let payload: Result<OutOfBandPayload, OutOfBandError>
-        do throws(OutOfBandError) {
-          let decrypter = PayloadDecrypter { keys.encryption }
-          payload = .success(try OutOfBandPayload(json: op.payload.bytes, decrypter: decrypter))
-        } catch {
-          payload = .failure(error)
-        }
-        return PendingOutOfBandOperation(
-          id: op.id, server: server, creationTimeInEpochMillis: op.creationTimeInEpochMillis,
-          dispatchChannel: op.dispatchChannel, dispatchInformation: op.dispatchInformation,
-          payloadJSON: op.payload.bytes, payload: payload)
-      }
+      return operations
     }
     throw .noDispatchTarget(server: server)
   }

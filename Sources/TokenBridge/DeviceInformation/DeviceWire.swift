@@ -109,6 +109,34 @@ public enum DeviceWire {
     }
   }
 
+  /// The Get Device Credentials answer read (nil: not one). Also the `device-answer` fuzz target's entry.
+  package static func deviceView(_ data: Data) -> DeviceView? {
+    guard let a = try? JSONDecoder().decode(DeviceAnswer.self, from: data) else { return nil }
+    return DeviceView(
+      targets: a.dispatchTargets.map { .init(id: $0.id, username: $0.username, name: $0.name, pushToken: $0.target) },
+      credentials: a.credentials.map { .init(username: $0.username, aaid: $0.aaid, keyID: $0.keyId) })
+  }
+
+  /// The pending-operations answer read, each payload decoded with `decrypter` (nil: not one). Also the
+  /// `device-answer` fuzz target's entry.
+  package static func pendingOperations(_ data: Data, server: String, decrypter: PayloadDecrypter)
+    -> [PendingOutOfBandOperation]?
+  {
+    guard let a = try? JSONDecoder().decode(OperationsAnswer.self, from: data) else { return nil }
+    return a.operations.map { op in
+      let payload: Result<OutOfBandPayload, OutOfBandError>
+      do throws(OutOfBandError) {
+        payload = .success(try OutOfBandPayload(json: op.payload.bytes, decrypter: decrypter))
+      } catch {
+        payload = .failure(error)
+      }
+      return PendingOutOfBandOperation(
+        id: op.id, server: server, creationTimeInEpochMillis: op.creationTimeInEpochMillis,
+        dispatchChannel: op.dispatchChannel, dispatchInformation: op.dispatchInformation,
+        payloadJSON: op.payload.bytes, payload: payload)
+    }
+  }
+
   /// Choice: the registration response's `context` (SendUAFResponse, §1.2) carries `{"deviceId": …}`, which is
   /// how the server links the new credential to this device (contract open question 4).
   static func registrationContext(deviceID: String) -> String {

@@ -96,6 +96,9 @@ public final class Pinentry {
   public let cancellation = PinentryCancellation()
   /// The end of the whole conversation: fixed when the first dialog starts.
   var conversationDeadline: ContinuousClock.Instant?
+  /// For the fuzzer (`assuan` target): when set, each dialog talks over the descriptors it returns (the program's
+  /// output to read, its input to write; the dialog closes both) instead of starting `program`.
+  package var channel: (() -> (reading: Int32, writing: Int32))?
 
   public init(program: String, timeout: Double, ttyName: String? = nil, ttyType: String? = nil, lcCtype: String? = nil)
   {
@@ -175,7 +178,8 @@ public final class Pinentry {
   /// One run of the program: its pipes, its pid, the deadline of the dialog.
   final class Session {
     let owner: Pinentry
-    let pid: pid_t
+    /// nil over a `channel` (no program of ours to reap or stop).
+    let pid: pid_t?
     let toChild: Int32
     let fromChild: Int32
     let deadline: ContinuousClock.Instant
@@ -192,6 +196,12 @@ public final class Pinentry {
       pending = []
       pending.reserveCapacity(4 * Pinentry.maxLine)
       signal(SIGPIPE, SIG_IGN)  // a program that dies makes our write fail with EPIPE, not kill us
+      if let channel = owner.channel {
+        (fromChild, toChild) = channel()
+        pid = nil
+        for fd in [toChild, fromChild] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        return
+      }
       var toPipe: [Int32] = [0, 0]
       var fromPipe: [Int32] = [0, 0]
       guard Self.pipeCloseOnExec(&toPipe) else {
@@ -432,6 +442,7 @@ public final class Pinentry {
     func ended(_ command: String) -> Error {
       var status: Int32 = 0
       for _ in 0..<20 {
+        guard let pid else { break }
         let r = waitpid(pid, &status, WNOHANG)
         if r == pid {
           if status & 0x7F == SIGINT { return InteractionError.cancelled }
@@ -453,6 +464,7 @@ public final class Pinentry {
       _ = bye.withUnsafeBytes { Glibc.write(toChild, $0.baseAddress, $0.count) }
       close(toChild)
       close(fromChild)
+      guard let pid else { return }
       var status: Int32 = 0
       let abandoned = ContinuousClock.now >= deadline || owner.cancellation.isDue
       for _ in 0..<(abandoned ? 0 : 20) {

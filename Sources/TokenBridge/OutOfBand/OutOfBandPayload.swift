@@ -134,7 +134,9 @@ public struct OutOfBandPayload: Sendable, Equatable {
     guard let token = fields["token"]?.asString, !token.isEmpty, token.utf8.count <= 512 else {
       throw .malformedPayload(reason: "nma_data.token is missing or not 1-512 characters")
     }
-    guard let redeem = fields["redeem_url"]?.asString, let url = URL(string: redeem), url.host != nil else {
+    // A host, not only an authority: `https://@/…` has an empty one (its server origin would be `https://`).
+    guard let redeem = fields["redeem_url"]?.asString, let url = URL(string: redeem), url.host?.isEmpty == false
+    else {
       throw .malformedPayload(reason: "nma_data.redeem_url is missing or not a URL")
     }
     guard LoopbackHost.isAllowed(url) else { throw .insecureRedeemURL(redeem) }

@@ -72,7 +72,7 @@ public struct PayloadDecrypter {
   }
 
   /// RFC 7518 §4.6.2 (NIST SP 800-56A Concat KDF, SHA-256) for keys of up to 256 bits (one round).
-  static func concatKDF(z: [UInt8], algorithmID: [UInt8], apu: [UInt8], apv: [UInt8], bits: Int) -> [UInt8] {
+  package static func concatKDF(z: [UInt8], algorithmID: [UInt8], apu: [UInt8], apv: [UInt8], bits: Int) -> [UInt8] {
     precondition(bits > 0 && bits <= 256 && bits % 8 == 0)
     func be32(_ n: Int) -> [UInt8] {
       [UInt8(n >> 24 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)]

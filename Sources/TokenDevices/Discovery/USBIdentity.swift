@@ -25,11 +25,38 @@ public struct USBIdentity: Equatable, Sendable {
   public var hasCCID: Bool { interfaceClasses.contains("0b") }
 
   /// A stable name for the physical token: VID:PID and serial when it has one (survives replugs into other
-  /// ports), else VID:PID and the port path. Safe as a file name.
+  /// ports), else VID:PID and the port path. Safe as a file name: the serial (the device's own text) keeps only
+  /// its letters, digits and `-`, scalar by scalar (a Character is not enough: one whose first scalar is a
+  /// letter can carry a `/`, e.g. U+0D4E, a prepended letter, before `/`).
   public var key: String {
     let base = "usb-\(vendorID)-\(productID)-"
-    let tail = serial.map { $0.filter { $0.isLetter || $0.isNumber || $0 == "-" } } ?? "port-\(busPath)"
-    return base + (tail.isEmpty ? "port-\(busPath)" : tail)
+    let tail =
+      serial.map { s in
+        var kept = String.UnicodeScalarView()
+        kept.append(
+          contentsOf: s.unicodeScalars.filter {
+            $0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-"
+          })
+        return String(kept)
+      } ?? "port-\(busPath)"
+    return base + (tail.isEmpty ? "port-\(busPath)" : Self.bounded(tail))
+  }
+
+  /// `tail` when it has at most 96 bytes, else its first 64 bytes (whole scalars) and a digest of all of it (FNV-1a,
+  /// 64 bits): a file name has at most 255 bytes, and a serial of 126 two-byte letters made the lock file's name
+  /// longer than that (found by the udev-name fuzz target). Real serials are far shorter and keep their key.
+  static func bounded(_ tail: String) -> String {
+    guard tail.utf8.count > 96 else { return tail }
+    var head = String.UnicodeScalarView()
+    var bytes = 0
+    for scalar in tail.unicodeScalars {
+      bytes += String(scalar).utf8.count
+      if bytes > 64 { break }
+      head.append(scalar)
+    }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for b in tail.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+    return String(head) + "-" + Hex.digits(hash, width: 16)
   }
 
   public enum LookupError: Error, Equatable, Sendable {
@@ -41,7 +68,10 @@ public struct USBIdentity: Equatable, Sendable {
 
   /// `name` as udev's `%k`: `hidrawN` or a USB interface/device name. `sys` is the sysfs root (tests).
   public static func of(_ name: String, sys: String = "/sys") throws(LookupError) -> USBIdentity {
-    guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else { throw .noDevice(name) }
+    // A NUL would end the path early in the C calls below: `1-1\0x` is no name of 1-1.
+    guard !name.isEmpty, !name.contains("/"), !name.utf8.contains(0), name != ".", name != ".." else {
+      throw .noDevice(name)
+    }
     let start = name.hasPrefix("hidraw") ? "\(sys)/class/hidraw/\(name)" : "\(sys)/bus/usb/devices/\(name)"
     guard let real = realPath(start) else { throw .noDevice(name) }
     // Walk up to the first directory that is a USB device (it has idVendor and no bInterfaceClass).
@@ -158,7 +188,9 @@ public struct USBIdentity: Equatable, Sendable {
   }
 
   static func attribute(_ dir: String, _ name: String) -> String? {
-    guard let data = FileManager.default.contents(atPath: "\(dir)/\(name)"), data.count < 256 else { return nil }
+    // Our reader, not FileManager.contents: that one leaks its 4 KiB read buffer per call (LeakSanitizer, in the
+    // udev-name fuzz target; swift-foundation of Swift 6.3.1).
+    guard let data = FileIO.read(path: "\(dir)/\(name)", limit: 256), data.count < 256 else { return nil }
     let text = Trim.whitespace(String(decoding: data, as: UTF8.self))
     return text.isEmpty ? nil : text
   }
