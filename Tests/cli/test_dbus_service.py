@@ -648,3 +648,54 @@ def test_several_tokens_are_offered_in_pinentry_one_by_one(card, bus, rps, scena
     finally:
         key.proc.terminate()
         key.proc.wait(timeout=10)
+
+
+def test_close_while_a_fido2_key_waits_for_a_touch_cancels_on_the_key(bus, rps, scenario, tmp_path):
+    from fido2_conn import Key
+    key = Key(tmp_path, "--presence", "wait")
+    try:
+        b = bus({"TOKENBRIDGE_VIRTUAL_FIDO": key.sock})
+        r = subprocess.run([TOKENBRIDGE, "pin", "set", "--pin-fd", "0"], input="123456\n", capture_output=True,
+                           text=True, env=dict(os.environ, **b.env), timeout=60)
+        assert r.returncode == 0, r.stderr
+        notes = Notifications(b)
+        server = rps("--facet", MY_FACET)
+        c = b.connect()
+        scenario(["123456", "123456"])
+        path = process(c, server.request("Reg", username="alice")["uafRequest"])
+        wait_until(lambda: any(s == "Touch your key" for s, _ in notes.seen), "the touch cue")
+        start = time.monotonic()
+        c.send_and_get_reply(new_method_call(DBusAddress(path, bus_name=NAME, interface=REQUEST_IFACE), "Close"))
+        code, results, _ = response(c, path, timeout=10)
+        # The key was told (CTAPHID_CANCEL): the request ends at once, not at the key's touch timeout.
+        assert code == 1 and results["errorCode"] == 3, results
+        assert time.monotonic() - start < 3
+        assert server.registrations() == []
+        notes.stop()
+        # The key is free: the next registration, touched, goes through.
+        path = process(c, server.request("Reg", username="alice")["uafRequest"])
+        for _ in range(2):
+            time.sleep(0.5)
+            key.proc.send_signal(signal.SIGUSR2)
+        code, results, _ = response(c, path)
+        assert code == 0, results
+    finally:
+        key.proc.terminate()
+        key.proc.wait(timeout=10)
+
+
+def test_hostile_messages_get_the_bounds_of_uaf_process(card, bus, rps, scenario, tmp_path):
+    server = rps("--facet", MY_FACET)
+    c = bus().connect()
+    big = json.dumps({"uafProtocolMessage": "[" + " " * (1 << 20) + "]"})  # over uaf process's 1 MiB
+    assert call(c, "CheckPolicy", "sa{sv}", big, {}) == (6,)
+    code, results, _ = response(c, process(c, big))
+    assert code == 2 and results["errorCode"] == 6, results
+    # Deeply nested JSON, a wrong option type, an unknown option value: answers, never a crash.
+    assert call(c, "CheckPolicy", "sa{sv}", "[" * 100000, {}) == (6,)
+    with pytest.raises(DBusErrorResponse) as e:
+        call(c, "CheckPolicy", "sa{sv}", "[]", {"token": ("u", 7)})
+    assert e.value.name == NAME + ".Error.InvalidArgs"
+    assert pinentry_log(tmp_path) == ""
+    # Still serving.
+    assert unwrap(call(c, "Discover")[0])["clientVendor"] == "TokenBridge"

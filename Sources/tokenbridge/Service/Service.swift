@@ -250,6 +250,16 @@ final class Service {
       replyError(m, "InvalidArgs", .protocolError, "\(member) takes (\(want)), not (\(m.signature))")
       return true
     }
+    // The options the API knows are strings (docs/dbus-api.md); one of another type is an error, not "absent".
+    if let options = args.last, case .dict(let entries) = options {
+      for e in entries where ["token", "origin"].contains(e.key) {
+        let v: DBusValue = if case .variant(let inner) = e.value { inner } else { e.value }
+        guard v.stringValue != nil else {
+          replyError(m, "InvalidArgs", .protocolError, "the option \(e.key) is a string (s)")
+          return true
+        }
+      }
+    }
     guard let identity = caller(m) else { return true }
     switch member {
     case "Discover":
