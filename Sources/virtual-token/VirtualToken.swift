@@ -383,16 +383,34 @@ struct USBIP: ParsableCommand {
   }
 }
 
-/// Turns signals into actions on a queue (kept alive by the returned sources) and writes the pid file.
-func handleSignals(_ actions: [(Int32, () -> Void)], pidFile: String?) -> [DispatchSourceSignal] {
-  let queue = DispatchQueue(label: "signals")
-  let sources = actions.map { sig, action in
-    signal(sig, SIG_IGN)
-    let src = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-    src.setEventHandler(handler: action)
-    src.resume()
-    return src
+/// Turns signals into actions, run one at a time on a thread of their own that waits for them (sigwait), and writes
+/// the pid file. The signals are blocked in this thread and so in every thread started after it: none can take one
+/// past the waiter. (Dispatch signal sources lost them: a SIGTERM caught by a thread that did not block it went to
+/// libdispatch's handler and never reached the source, and a card the tests stopped kept running.)
+func handleSignals(_ actions: [(Int32, () -> Void)], pidFile: String?) -> Thread {
+  final class Table: @unchecked Sendable {
+    let actions: [Int32: () -> Void]
+    let set: sigset_t
+    init(_ actions: [(Int32, () -> Void)]) {
+      self.actions = Dictionary(actions, uniquingKeysWith: { first, _ in first })
+      var set = sigset_t()
+      sigemptyset(&set)
+      for (sig, _) in actions { sigaddset(&set, sig) }
+      self.set = set
+    }
   }
+  let table = Table(actions)
+  var blocked = table.set
+  pthread_sigmask(SIG_BLOCK, &blocked, nil)
+  let waiter = Thread {
+    var set = table.set
+    while true {
+      var sig: Int32 = 0
+      guard sigwait(&set, &sig) == 0 else { continue }
+      table.actions[sig]?()
+    }
+  }
+  waiter.start()
   if let pidFile { try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8) }
-  return sources
+  return waiter
 }
