@@ -4,12 +4,13 @@ with the token pulled at its k-th request (--unplug-control; the token runs that
 with "dropped" it never reaches the token), the token is plugged back, what the token, the local data and the server
 hold is compared, and the same flow runs again, which must succeed.
 Usage: guest_pull_sweep.py MODE FLOW...    MODE: processed or dropped; FLOW: piv-register piv-authenticate
-piv-pin-change fido-register fido-authenticate fido-pin-change fido-reset
+piv-pin-change fido-register fido-authenticate fido-pin-change fido-reset fido-enroll
 Prints one line per cut point (`cut FLOW k=K ...`, JSON) and one summary line per flow (`flow FLOW ...`, JSON)."""
 import base64
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,21 @@ def token_state(kind):
     return {"tries": s["pinRetries"], "pin": current, "users": ids}
 
 
+MEMORY = work / "d" / "tokenbridge" / "enrollment.json"
+
+
+def memory():
+    """What enrollment remembers (enrollment.json: physical token → enrolled / declined), read as enroll reads it."""
+    return json.loads(MEMORY.read_text()) if MEMORY.exists() else {}
+
+
+def hidraw():
+    """The FIDO2 key's hidraw node once the kernel has made it (after an attach); what udev's unit is given (%k)."""
+    nodes = []
+    assert wait(lambda: nodes.extend(sorted(os.listdir("/sys/class/hidraw"))) or nodes), "no hidraw node"
+    return nodes[0]
+
+
 def registrations(url):
     with urllib.request.urlopen(url + "/_admin/registrations", timeout=10) as r:
         return json.loads(r.read())
@@ -93,12 +109,26 @@ def local():
     return json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr.strip()}
 
 
+def local_rows():
+    """The local registrations as the database holds them, read without a process (each costs over a second under
+    TCG): stricter than `authenticators`, which would also have repaired what a run left behind."""
+    db = work / "d" / "tokenbridge" / "tokenbridge.sqlite"
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        return [{"keyID": k, "state": st, "token": t} for k, st, t in
+                c.execute("SELECT keyID, state, tokenID FROM authenticator")]
+
+
 class Flow:
     def __init__(self, name, url):
         self.name, self.url = name, url
         self.kind = name.split("-")[0]
         self.op = name.split("-", 1)[1]
         self.runs = 0
+        self.key = None  # enroll: the physical token's key in the enrollment memory (learnt from the first run)
+        self.server_before = set()  # enroll: the RP's keyIDs before the run
+        self.remembered_after_cut = None  # enroll: what the cut run left in the memory
 
     def run(self, wait_for_token=False):
         """One run of the flow; the PIN it uses is the token's current one (a cut PIN change may have changed it)."""
@@ -111,6 +141,10 @@ class Flow:
             return tb("authenticate", "--username", "alice", "--server", self.url, *extra, pins=[pin])
         if self.op == "reset":
             return self.reset(extra)
+        if self.op == "enroll":
+            # What tokenbridge-enroll@.service runs for the key's hidraw node (%k), the PIN on --pin-fd instead of
+            # pinentry. It takes no --wait (the node names the device): the node is there before it starts.
+            return tb("enroll", "--device", hidraw(), "--timeout", "30", pins=[pin])
         other = [p for p in PINS[self.kind] if p != pin][0]
         return tb("pin", "change", *extra, pins=[pin, other])
 
@@ -133,8 +167,17 @@ class Flow:
         p.wait(timeout=120)
         return subprocess.CompletedProcess(p.args, p.returncode, out, "".join(err))
 
-    def prepare(self):
-        """Before each run, outside the counted requests: what a reset erases (a PIN, one registration)."""
+    def prepare(self, rerun=False):
+        """Before each run, outside the counted requests: what a reset erases (a PIN, one registration); for an
+        enrollment, nothing remembered of the key (so the run really enrolls), except before the run again after a
+        cut, which must see what the cut run left."""
+        if self.op == "enroll":
+            self.server_before = {r["keyID"] for r in registrations(self.url)}
+            if not rerun and memory():
+                # `tokenbridge enroll --reset KEY` rewrites the file without the key; the key is the only one
+                # here, so the file goes (no process per cut: under TCG each costs most of a second).
+                MEMORY.unlink()
+            return
         if self.op != "reset":
             return
         if token_state("fido")["pin"] is None:
@@ -147,6 +190,10 @@ class Flow:
 
     def setup(self):
         attach(self.kind)
+        if self.op == "enroll":  # udev's unit reads the server and the username from the configuration
+            (work / "c" / "tokenbridge").mkdir(parents=True, exist_ok=True)
+            (work / "c" / "tokenbridge" / "config.json").write_text(json.dumps(
+                {"enroll": {"server": self.url, "username": "enrollee", "onInsert": "auto"}}))
         if self.kind == "fido" and token_state("fido")["pin"] is None:
             p = tb("pin", "set", "--wait", "--timeout", "30", pins=[PINS["fido"][0]])
             assert p.returncode == 0, p.stderr
@@ -155,7 +202,7 @@ class Flow:
                    pins=[token_state(self.kind)["pin"]])
             assert p.returncode == 0, p.stderr
 
-    def check(self, before, cut_line):
+    def check(self, before, cut_line, remembered=True):
         """What the token, the local data and the server hold after a cut: a list of problems (empty: consistent)."""
         problems = []
         after = token_state(self.kind)
@@ -163,7 +210,7 @@ class Flow:
         in_flight = any(w in cut_line for w in PIN_REQUESTS[self.kind])
         if lost > (1 if in_flight else 0):
             problems.append(f"{lost} PIN tries lost (request in flight: {cut_line})")
-        loc = local()
+        loc = local_rows() if self.op == "enroll" else local()
         if isinstance(loc, dict):
             return problems + [f"authenticators: {loc['error']}"]
         server = {r["keyID"] for r in registrations(self.url)}
@@ -183,7 +230,52 @@ class Flow:
                 problems.append(f"registration {a['keyID']} has no credential on the key")
             if self.kind == "piv" and str(a.get("slot", "")).lower() not in [k.lower() for k in after["keys"]]:
                 problems.append(f"registration {a['keyID']} in slot {a.get('slot')}: no key on the card")
+        if self.op == "enroll" and remembered:
+            problems += self.check_memory(server, registered)
         return problems
+
+    def learn(self, p):
+        """After the counted run (an enrollment): the key it remembered, which `enroll --reset` forgets once here."""
+        if self.op != "enroll":
+            return
+        mem = memory()
+        assert list(mem.values()) == ["enrolled"] and f"({list(mem)[0]})" in p.stdout, (mem, p.stdout, p.stderr)
+        self.key = list(mem)[0]
+        f = tb("enroll", "--reset", self.key)
+        assert f.returncode == 0 and memory() == {}, (f.stderr, memory())
+
+    def check_memory(self, server, registered):
+        """A cut enrollment is remembered as enrolled only when its registration is complete: exactly one new
+        registration at the RP, registered locally (and, by the checks above, its credential on the key)."""
+        mem = memory()
+        self.remembered_after_cut = mem.get(self.key)
+        if set(mem) - {self.key} or self.remembered_after_cut not in (None, "enrolled"):
+            return [f"enrollment memory {mem}"]
+        new = server - self.server_before
+        if self.remembered_after_cut == "enrolled" and (len(new) != 1 or not new <= {a["keyID"] for a in registered}):
+            return [f"remembered as enrolled, but new registrations at the RP {sorted(new)}, local "
+                    f"{sorted(a['keyID'] for a in registered)}"]
+        return []
+
+    def check_rerun(self, again):
+        """The run after a cut: it enrolls (one more registration, remembered) when the cut run left nothing
+        remembered, and says it was enrolled before (nothing registered) when the cut run had finished; a problem
+        list, and the outcome for the summary."""
+        if self.op != "enroll" or again.returncode != 0:
+            return [], None
+        new = {r["keyID"] for r in registrations(self.url)} - self.server_before
+        mem = memory()
+        if self.remembered_after_cut is None:
+            ok = again.stdout.startswith("Enrolled fido2-hidraw") and len(new) == 1 and mem == {self.key: "enrolled"}
+            outcome = "enrolled"
+        else:
+            ok = f"{self.key} was enrolled before" in again.stderr + again.stdout and not new and \
+                mem == {self.key: "enrolled"}
+            outcome = "enrolled before"
+        if ok:
+            return [], outcome
+        return [f"expected {outcome!r}: stdout {again.stdout.strip()[-200:]!r}, new registrations {sorted(new)}, "
+                f"memory {mem}"], outcome
 
 
 def main():
@@ -216,8 +308,11 @@ def sweep(flow, mode):
     p = flow.run(wait_for_token=True)
     assert p.returncode == 0, f"{flow.name} fails without a pull: {p.stderr}"
     requests = log.read_text().splitlines()
+    flow.learn(p)
     summary = {"flow": flow.name, "mode": mode, "requests": len(requests), "cuts": 0, "not_reached": [],
-               "inconsistent": [], "rerun_failed": [], "exit_codes": {}, "messages": {}}
+               "inconsistent": [], "rerun_failed": [], "exit_codes": {}, "messages": {}, "reruns": {},
+               "phase_seconds": {"cut run": 0.0, "replug and check": 0.0, "run again": 0.0}}
+    phases = summary["phase_seconds"]
     for k in range(1, len(requests) + 1):
         flow.prepare()
         before = token_state(kind)
@@ -225,7 +320,10 @@ def sweep(flow, mode):
         tmp = control.with_suffix(".tmp")
         tmp.write_text(f"{k} {mode}\n")
         tmp.rename(control)
+        t0 = time.monotonic()
         p = flow.run()
+        t1 = time.monotonic()
+        phases["cut run"] += t1 - t0
         seen = log.read_text().splitlines()
         cut = [l for l in seen if "unplug=" in l]
         if not cut:  # the flow ended before its k-th request: it made fewer this time
@@ -243,18 +341,29 @@ def sweep(flow, mode):
         message = (p.stderr.strip().splitlines() or [""])[-1]
         summary["exit_codes"][str(p.returncode)] = summary["exit_codes"].get(str(p.returncode), 0) + 1
         summary["messages"].setdefault(message[:200], []).append(k)
-        flow.prepare()
+        t2 = time.monotonic()
+        phases["replug and check"] += t2 - t1
+        flow.prepare(rerun=True)
         again = flow.run(wait_for_token=True)
+        rerun_problems, outcome = flow.check_rerun(again)
+        phases["run again"] += time.monotonic() - t2
+        if outcome:
+            summary["reruns"].setdefault(outcome, []).append(k)
         if problems:
             summary["inconsistent"].append({"k": k, "request": cut[0], "problems": problems})
-        if again.returncode != 0:
+        if again.returncode != 0 or rerun_problems:
             summary["rerun_failed"].append({"k": k, "request": cut[0], "rc": again.returncode,
-                                            "stderr": again.stderr.strip()[-300:]})
+                                            "stderr": again.stderr.strip()[-300:], "problems": rerun_problems})
         print("cut", json.dumps({"flow": flow.name, "k": k, "request": cut[0], "rc": p.returncode, "message": message,
                                  "problems": problems, "rerun": again.returncode,
                                  "rerun_stderr": again.stderr.strip()[-200:] if again.returncode else ""}), flush=True)
+    if flow.op == "enroll" and summary["cuts"]:  # what the last run again left (the others: the next cut's check)
+        last = flow.check(token_state(kind), "", remembered=False)
+        if last:
+            summary["inconsistent"].append({"k": "after the last run again", "problems": last})
     detach_all()
     summary["seconds"] = round(time.monotonic() - started, 1)
+    summary["phase_seconds"] = {k: round(v, 1) for k, v in phases.items()}
     print("flow", json.dumps(summary), flush=True)
 
 

@@ -29,6 +29,10 @@ def sweep(devices, flows):
         print(f"  {f['flow']}: {f['requests']} requests, {f['cuts']} cut points in {f['seconds']} s; exit codes "
               f"{f['exit_codes']}; not reached {f['not_reached']}; inconsistent {len(f['inconsistent'])}; "
               f"rerun failed {len(f['rerun_failed'])}")
+        if "phase_seconds" in f:
+            print(f"    seconds per phase: {f['phase_seconds']}")
+        for outcome, ks in f.get("reruns", {}).items():
+            print(f"    run again: {outcome} at k={ks}")
         for message, ks in f["messages"].items():
             print(f"    k={ks}: {message}")
         for bad in f["inconsistent"] + f["rerun_failed"]:
@@ -60,3 +64,20 @@ def test_pull_at_every_request_of_fido2_reset(devices):
     # A pull before the replug ends the reset with exit 10; one during the credential probe is taken for "no
     # credential of ours" and the reset goes on after the replug (exit 0: see the report of the sweep).
     assert set(f["exit_codes"]) <= {"0", "10"}, f
+
+
+def test_pull_at_every_request_of_plug_in_enrollment(devices):
+    """`tokenbridge enroll --device hidrawN` as udev's unit runs it (the configuration's "enroll": server, username,
+    onInsert auto; the PIN on --pin-fd), the key already with a PIN (so: the registration); before each cut run the
+    memory of the key is forgotten (what `enroll --reset` does), so each one really enrolls. After each cut, besides
+    the checks of every flow: a cut enrollment is remembered as "enrolled" only with its registration complete (one
+    new registration at the RP, registered locally, its credential on the key); the run again enrolls when nothing
+    was remembered and says "was enrolled before" (registering nothing) when it was."""
+    [f] = sweep(devices, ["fido-enroll"])
+    assert f["requests"] > 0 and f["cuts"] == f["requests"] and not f["not_reached"], f
+    assert f["inconsistent"] == [], f
+    assert f["rerun_failed"] == [], f
+    # Every cut request's answer is lost, so no cut run can finish: each ends with exit 10 (the key removed during
+    # the operation), remembers nothing, and the run again enrolls.
+    assert set(f["exit_codes"]) == {"10"}, f
+    assert f["reruns"] == {"enrolled": list(range(1, f["requests"] + 1))}, f
