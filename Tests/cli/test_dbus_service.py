@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, TOKENBRIDGE, VIRTUAL_TOKEN, wait_until
 from implementations import UAFToken
-from test_uaf import RelyingParty
+from test_uaf import rp as rps  # noqa: F401 (fixture: the relying parties a test starts)
 
 jeepney = pytest.importorskip("jeepney", reason="jeepney (PyPI) is the D-Bus client of these tests: Tools/setup")
 from jeepney import DBusAddress, MatchRule, message_bus, new_method_call  # noqa: E402
@@ -158,20 +158,6 @@ def bus(tmp_path, home, scenario):
     yield make
     for b in started:
         b.stop()
-
-
-@pytest.fixture
-def rps(tmp_path):
-    started = []
-
-    def start(*args):
-        r = RelyingParty(tmp_path, args)
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        r.stop()
 
 
 def pinentry_log(tmp_path):
