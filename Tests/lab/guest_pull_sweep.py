@@ -67,6 +67,11 @@ def detach_all():
         if len(f) > 2 and f[2] != "004":
             subprocess.run(["usbip", "detach", "-p", str(int(f[1]))], capture_output=True)
     assert wait(ports_free), "a vhci port stays in use"
+    # pcscd lets a detached reader go a little later than the kernel: a command started meanwhile (the next flow's
+    # first) meets the CCID reader in the middle of its removal and ends with "removed" although it wanted the FIDO2
+    # key. Each flow starts once pcscd lists no reader of ours.
+    assert wait(lambda: "Virtual Token CCID" not in subprocess.run(["opensc-tool", "-l"], capture_output=True,
+                                                                    text=True).stdout, step=0.2), "pcscd keeps the reader"
 
 
 def tb(*args, pins=None):
@@ -210,6 +215,10 @@ class Flow:
         in_flight = any(w in cut_line for w in PIN_REQUESTS[self.kind])
         if lost > (1 if in_flight else 0):
             problems.append(f"{lost} PIN tries lost (request in flight: {cut_line})")
+        if self.kind == "fido" and self.op != "enroll":
+            # The next command comes once the key is back (a user plugs it in first): the repair of an interrupted
+            # reset asks the key itself, and a key not yet there leaves the record for later (it says so).
+            hidraw()
         loc = local_rows() if self.op == "enroll" else local()
         if isinstance(loc, dict):
             return problems + [f"authenticators: {loc['error']}"]
@@ -306,12 +315,20 @@ def sweep(flow, mode):
     flow.prepare()
     log.write_text("")
     p = flow.run(wait_for_token=True)
+    counting_retried = False
+    if p.returncode == 10 and not any("unplug=" in l for l in log.read_text().splitlines()):
+        # Seen once, right after the previous flow's last re-attach: pcscd still taking the reader in reported a
+        # removal to a run no pull was armed for. Counted again once, and said in the summary.
+        counting_retried = True
+        log.write_text("")
+        p = flow.run(wait_for_token=True)
     assert p.returncode == 0, f"{flow.name} fails without a pull: {p.stderr}"
     requests = log.read_text().splitlines()
     flow.learn(p)
     summary = {"flow": flow.name, "mode": mode, "requests": len(requests), "cuts": 0, "not_reached": [],
                "inconsistent": [], "rerun_failed": [], "exit_codes": {}, "messages": {}, "reruns": {},
-               "phase_seconds": {"cut run": 0.0, "replug and check": 0.0, "run again": 0.0}}
+               "phase_seconds": {"cut run": 0.0, "replug and check": 0.0, "run again": 0.0},
+               "counting_run_retried": counting_retried}
     phases = summary["phase_seconds"]
     for k in range(1, len(requests) + 1):
         flow.prepare()
