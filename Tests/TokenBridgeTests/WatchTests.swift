@@ -63,9 +63,21 @@ import Testing
     defer { try? FileManager.default.removeItem(at: sys) }
     let w = watch(sys)
     w.settleSeconds = 600
+    w.pcscUp = true
     #expect(run(w, [.node(.added(path: "/dev/hidraw7"))]) == [])  // CCID promised: the card may follow
     w.groups["usb-1209-0001-S1"]?.deadline = .now()  // the wait is over (no clock in the test)
     #expect(run(w, []).map(\.event) == [.added])  // the card did not come: announced with the FIDO half
+  }
+
+  @Test func withoutPcscdACompositeDeviceWaitsForNoCard() throws {
+    let sys = try sysfs(classes: ["03", "0b"])
+    defer { try? FileManager.default.removeItem(at: sys) }
+    let w = watch(sys)
+    w.settleSeconds = 600
+    w.pcscUp = true
+    _ = run(w, [.pcsc(.serviceLost)])
+    // pcscd went away: no reader can come for the CCID interface, so the FIDO half is the whole token now.
+    #expect(run(w, [.node(.added(path: "/dev/hidraw7"))]).map(\.event) == [.added])
   }
 
   @Test func aDeviceLeavingIsOneRemovalWhateverTheOrder() throws {

@@ -98,8 +98,10 @@ public final class TokenWatch: @unchecked Sendable {
   }
 
   /// How long a USB device's first interface waits for its others before the token is announced anyway (pcscd
-  /// lists a CCID interface's reader after udev and libccid had it: seconds in a slow VM).
-  public var settleSeconds = 10.0
+  /// lists a CCID interface's reader after udev and libccid had it: about 2.5 s after the hidraw node in the TCG
+  /// lab guest, over 10 s once when the machine under it was loaded). Only a CCID interface that never becomes a
+  /// reader waits this long; while pcscd cannot be reached nothing waits for one.
+  public var settleSeconds = 20.0
   /// How long an announced token that lost one interface waits for the rest of its USB device to go (the kernel
   /// removes the hidraw node before the device; pcscd and libusb hear of it through udev, later).
   public var departureSeconds = 3.0
@@ -117,6 +119,8 @@ public final class TokenWatch: @unchecked Sendable {
   let usb: USBHotplug?
 
   var groups: [String: Group] = [:]
+  /// pcscd answers (as far as the PC/SC watcher knows): a CCID interface is waited for only then.
+  var pcscUp = false
   /// USB devices seen arriving: bus path → key.
   var usbDevices: [String: String] = [:]
 
@@ -147,6 +151,7 @@ public final class TokenWatch: @unchecked Sendable {
 
   /// Reports the tokens present (`present`), then every change, until `stop`. `emit` runs on the calling thread.
   public func run(_ emit: (WatchEvent) -> Void) {
+    pcscUp = pcsc.available
     for reader in pcsc.cards { cardInserted(reader, emit) }
     for path in nodes.initial { nodeAdded(path) }
     for key in groups.keys.sorted() {
@@ -197,8 +202,11 @@ public final class TokenWatch: @unchecked Sendable {
       emit(WatchEvent(event: .readerAdded, source: reader))
     case .pcsc(.readerRemoved(let reader)): emit(WatchEvent(event: .readerRemoved, source: reader))
     case .pcsc(.serviceLost):
+      pcscUp = false
       emit(WatchEvent(event: .pcscdUnavailable, detail: "waiting for pcscd to come back"))
-    case .pcsc(.serviceBack): emit(WatchEvent(event: .pcscdBack))
+    case .pcsc(.serviceBack):
+      pcscUp = true
+      emit(WatchEvent(event: .pcscdBack))
     case .node(.added(let path)): nodeAdded(path)
     case .node(.changed): break
     case .node(.removed(let path)): removeInterface(source: path)
@@ -270,7 +278,8 @@ public final class TokenWatch: @unchecked Sendable {
     for key in groups.keys.sorted() {
       guard var g = groups[key] else { continue }
       if g.token == nil {
-        let complete = !g.interfaces.isEmpty && g.expected.isSubset(of: Set(g.capabilities))
+        let expected = pcscUp ? g.expected : g.expected.subtracting(["piv"])  // no pcscd: no reader will come
+        let complete = !g.interfaces.isEmpty && expected.isSubset(of: Set(g.capabilities))
         if complete || now >= g.deadline {
           if let token = g.preferredID {
             g.token = token

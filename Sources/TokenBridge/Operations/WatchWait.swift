@@ -3,7 +3,7 @@ import FoundationEssentials
 import TokenDevices
 
 /// `--wait`: a command that needs a token and finds none waits for one (PC/SC card or reader events, pcscd coming
-/// back, FIDO2 device nodes: `TokenArrival`, no polling) instead of failing, up to `seconds`; then it fails as
+/// back, FIDO2 device nodes: `TokenArrival`; a look again every 3 s besides) instead of failing, up to `seconds`; then it fails as
 /// timed out (exit 14). Without it a command fails at once, as before (scripts rely on that).
 public struct TokenWait: Sendable {
   public var seconds: Double
@@ -19,6 +19,9 @@ public struct TokenWait: Sendable {
     self.insertToken = insertToken
     self.arrived = arrived
   }
+
+  /// How often a wait looks again without an event (see `retrying`).
+  static let relookSeconds = 3.0
 
   /// Errors that mean "the token is not here (yet)": worth waiting for an arrival.
   static func isAbsence(_ e: OperationError) -> Bool {
@@ -45,7 +48,11 @@ public struct TokenWait: Sendable {
           insertToken(id)
           told = true
         }
-        guard arrival.wait(until: deadline) else { throw .timedOut }
+        // Events first; a look again every `relookSeconds` as well, because one arrival gives no PC/SC event: a
+        // USB reader pcscd replaces under the same name (pulled and plugged back in while pcscd was still letting
+        // the old one go) with a card whose event counter equals the old card's (HardwareNotes.md, "pcscd").
+        let relook = DispatchTime.now() + Self.relookSeconds
+        if !arrival.wait(until: min(deadline, relook)) && DispatchTime.now() >= deadline { throw .timedOut }
       }
     }
   }

@@ -190,7 +190,18 @@ public final class PCSCWatcher: @unchecked Sendable {
     if st == .cancelled { return isStopped ? .stopped : .ok }
     guard st == .success || st == .timeout else { return .ok }  // e.g. a reader gone meanwhile: list again
     for (name, event) in zip(names, events) {
-      guard event & DWORD(SCARD_STATE_UNKNOWN) == 0, event & DWORD(SCARD_STATE_IGNORE) == 0 else { continue }
+      if event & DWORD(SCARD_STATE_UNKNOWN) != 0 {
+        // The reader went between the listing and the wait (pcsc-lite: "not found"). Said and forgotten now: a
+        // reader pcscd adds next under the same name (a USB token pulled and plugged back in) is then a new one,
+        // read from UNAWARE. Kept, its last state would be compared with the new reader's, and a card in it
+        // with the same event counter (both readers saw one insertion) would never be reported.
+        if let before = known.removeValue(forKey: name) {
+          if before.present { report(.cardRemoved(reader: name)) }
+          report(.readerRemoved(name))
+        }
+        continue
+      }
+      guard event & DWORD(SCARD_STATE_IGNORE) == 0 else { continue }
       let present = event & DWORD(SCARD_STATE_PRESENT) != 0
       let counter = event >> 16
       let before = known[name] ?? (false, 0, DWORD(SCARD_STATE_UNAWARE))

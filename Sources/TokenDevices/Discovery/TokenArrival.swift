@@ -23,7 +23,8 @@ extension TokenDiscovery {
 }
 
 /// Waits for a token to arrive: a card inserted or a reader added (PC/SC), pcscd coming back, a FIDO2 key's node
-/// appearing or becoming usable. Event-driven (`PCSCWatcher`, `FIDONodeEvents`), no polling.
+/// appearing or becoming usable. Event-driven (`PCSCWatcher`, `FIDONodeEvents`); `TokenWait` looks again every few
+/// seconds besides, for the one arrival PC/SC gives no event for.
 ///
 /// Make it *before* looking for the token (discovery): an arrival while discovery runs is then not missed.
 public final class TokenArrival: @unchecked Sendable {
