@@ -121,8 +121,8 @@ def local_rows():
     if not db.exists():
         return []
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        return [{"keyID": k, "state": st, "token": t} for k, st, t in
-                c.execute("SELECT keyID, state, tokenID FROM authenticator")]
+        return [{"keyID": k, "state": st, "token": t, "slot": format(n, "x") if n >= 0 else "-"} for k, st, t, n in
+                c.execute("SELECT keyID, state, tokenID, slot FROM authenticator")]
 
 
 class Flow:
@@ -215,11 +215,16 @@ class Flow:
         in_flight = any(w in cut_line for w in PIN_REQUESTS[self.kind])
         if lost > (1 if in_flight else 0):
             problems.append(f"{lost} PIN tries lost (request in flight: {cut_line})")
-        if self.kind == "fido" and self.op != "enroll":
-            # The next command comes once the key is back (a user plugs it in first): the repair of an interrupted
-            # reset asks the key itself, and a key not yet there leaves the record for later (it says so).
+        if self.op == "reset":
+            # After a reset the next command repairs what an interrupted one left (its durable intent), and says so:
+            # that command is what is checked, once the key is back (a user plugs it in first; the repair asks the
+            # key itself, and a key not yet there leaves the record for later).
             hidraw()
-        loc = local_rows() if self.op == "enroll" else local()
+            loc = local()
+        else:
+            # Every other flow leaves its data as it should be by itself: the database is read as it is (no
+            # process, which would also repair; each costs most of a second under TCG).
+            loc = local_rows()
         if isinstance(loc, dict):
             return problems + [f"authenticators: {loc['error']}"]
         server = {r["keyID"] for r in registrations(self.url)}
