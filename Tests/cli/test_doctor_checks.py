@@ -56,9 +56,14 @@ def test_card_held_by_scdaemon_is_named(card, tmp_path):
     assert access["detail"] == (f"the card in {card.reader} is held exclusively by another program: running "
                                 f"scdaemon (pid {holder.pid})")
     assert access["fix"].startswith("end that program (gpgconf --kill scdaemon)")
-    # Released: the check passes again.
-    rc, checks = doctor(tmp_path)
-    assert "card access" not in checks and checks["pcscd"]["ok"]
+    # Released: the check passes again, once pcscd has handled the holder's closed socket (it does so on its own
+    # thread: a doctor run at once can still find the card held, by nobody; bounded).
+    for _ in range(50):
+        rc, checks = doctor(tmp_path)
+        if "card access" not in checks:
+            break
+        time.sleep(0.2)
+    assert "card access" not in checks and checks["pcscd"]["ok"], checks.get("card access")
 
 
 def test_invalid_configuration(tmp_path):
