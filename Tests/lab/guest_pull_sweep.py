@@ -51,8 +51,12 @@ def ports_free():
     return all(l.split()[2] == "004" for l in VHCI.read_text().splitlines()[1:] if len(l.split()) > 2)
 
 
+ATTACHED = set()  # the kinds attached since the last detach_all
+
+
 def attach(kind):
     """Plugs the device in; the next tokenbridge command waits for it (--wait) instead of this polling."""
+    ATTACHED.add(kind)
     for _ in range(50):  # the server may still be ending the previous session of this bus id
         if subprocess.run(["usbip", "--tcp-port", PORT, "attach", "-r", "127.0.0.1", "-b", BUS[kind]],
                           capture_output=True).returncode == 0:
@@ -67,6 +71,10 @@ def detach_all():
         if len(f) > 2 and f[2] != "004":
             subprocess.run(["usbip", "detach", "-p", str(int(f[1]))], capture_output=True)
     assert wait(ports_free), "a vhci port stays in use"
+    had_reader = "piv" in ATTACHED
+    ATTACHED.clear()
+    if not had_reader:
+        return  # no CCID reader to wait for (each listing is a process: most of a second under TCG)
     # pcscd lets a detached reader go a little later than the kernel: a command started meanwhile (the next flow's
     # first) meets the CCID reader in the middle of its removal and ends with "removed" although it wanted the FIDO2
     # key. Each flow starts once pcscd lists no reader of ours.
@@ -134,6 +142,7 @@ class Flow:
         self.key = None  # enroll: the physical token's key in the enrollment memory (learnt from the first run)
         self.server_before = set()  # enroll: the RP's keyIDs before the run
         self.remembered_after_cut = None  # enroll: what the cut run left in the memory
+        self.cut_before_replug = False  # reset: the cut came before the replug it asks for (which put the key back)
 
     def run(self, wait_for_token=False):
         """One run of the flow; the PIN it uses is the token's current one (a cut PIN change may have changed it)."""
@@ -163,9 +172,12 @@ class Flow:
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         os.close(r)
         err = []
+        self.cut_before_replug = False
         for line in p.stderr:
             err.append(line)
             if "Remove the key" in line:
+                # Pulled already (the cut came first and the reset went on): this replug plugs it back in.
+                self.cut_before_replug = any("unplug=" in l for l in LOG.read_text().splitlines())
                 detach_all()
                 attach("fido")
         out = p.stdout.read()
@@ -354,7 +366,7 @@ def sweep(flow, mode):
             print("cut", json.dumps({"flow": flow.name, "k": k, "reached": False, "rc": p.returncode}), flush=True)
             continue
         summary["cuts"] += 1
-        if flow.op == "reset" and not wait(ports_free, 5):
+        if flow.op == "reset" and flow.cut_before_replug:
             detach_all()  # pulled before the replug the reset asks for: the flow's own replug put it back
         assert wait(ports_free), (f"the pulled device stays on the bus: {VHCI.read_text()}; requests: {seen}; "
                                   f"{p.stderr[-500:]}; server: {(work / 'server.log').read_text()[-800:]}")
