@@ -21,13 +21,18 @@ public struct TokenWait: Sendable {
   }
 
   /// How often a wait looks again without an event (see `retrying`).
-  static let relookSeconds = 3.0
+  var relookSeconds = 3.0
 
   /// Errors that mean "the token is not here (yet)": worth waiting for an arrival.
   static func isAbsence(_ e: OperationError) -> Bool {
     switch e {
     case .noToken, .tokenNotFound: true
     case .token(.smartCard(.serviceUnavailable)), .token(.smartCard(.noReaders)): true
+    // Every token there was pulled out while discovery probed it (`TokenSelection.pulled`): the attempt is only the
+    // discovery, so nothing was begun on it; for a command that waits, that is no token yet. (Seen: `pin set
+    // --wait` met the CCID reader pcscd was still removing before the FIDO2 key it waited for was there, and
+    // ended "removed" with exit 10.)
+    case .token(.smartCard(.cardRemoved)): true
     default: false
     }
   }
@@ -51,7 +56,7 @@ public struct TokenWait: Sendable {
         // Events first; a look again every `relookSeconds` as well, because one arrival gives no PC/SC event: a
         // USB reader pcscd replaces under the same name (pulled and plugged back in while pcscd was still letting
         // the old one go) with a card whose event counter equals the old card's (HardwareNotes.md, "pcscd").
-        let relook = DispatchTime.now() + Self.relookSeconds
+        let relook = DispatchTime.now() + relookSeconds
         if !arrival.wait(until: min(deadline, relook)) && DispatchTime.now() >= deadline { throw .timedOut }
       }
     }
