@@ -3,8 +3,8 @@ import FoundationEssentials
 import TokenDevices
 
 /// `--wait`: a command that needs a token and finds none waits for one (PC/SC card or reader events, pcscd coming
-/// back, FIDO2 device nodes: `TokenArrival`; a look again every 3 s besides) instead of failing, up to `seconds`; then it fails as
-/// timed out (exit 14). Without it a command fails at once, as before (scripts rely on that).
+/// back, FIDO2 device nodes: `TokenArrival`; a look again every 3 s besides) instead of failing, up to `seconds`;
+/// then it fails as timed out (exit 14). Without it a command fails at once, as before (scripts rely on that).
 public struct TokenWait: Sendable {
   public var seconds: Double
   /// Told once, when the wait begins ("insert your token").
@@ -55,7 +55,7 @@ public struct TokenWait: Sendable {
         }
         // Events first; a look again every `relookSeconds` as well, because one arrival gives no PC/SC event: a
         // USB reader pcscd replaces under the same name (pulled and plugged back in while pcscd was still letting
-        // the old one go) with a card whose event counter equals the old card's (HardwareNotes.md, "pcscd").
+        // the old one go) with a card whose event counter equals the old card's (HardwareNotes.md, "Hotplug").
         let relook = DispatchTime.now() + relookSeconds
         if !arrival.wait(until: min(deadline, relook)) && DispatchTime.now() >= deadline { throw .timedOut }
       }
