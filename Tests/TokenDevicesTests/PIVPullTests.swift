@@ -45,4 +45,30 @@ final class PulledCard: SmartCardTransport {
       try s.send(APDU(ins: 0x20, p1: 0x00, p2: 0x80))
     }
   }
+
+  /// Found by the kill sweep (Tests/cli/test_kill_sweep.py, PIV PIN change killed after its first APDU): the next
+  /// run's first transmit met the card pcscd was resetting for the killed process and failed "SCardTransmit returned
+  /// 0x8010000F". It is a reset: reconnect, SELECT again, the command once more.
+  @Test func aProtocolMismatchIsAResetSeenEarly() throws {
+    final class ResettingCard: SmartCardTransport {
+      var reader = "resetting"
+      var atr: [UInt8] = [0x3B, 0x80, 0x80, 0x01, 0x01]
+      var resetOnClose = false
+      var sent: [[UInt8]] = []
+      var reconnects = 0
+      func transmit(_ command: [UInt8]) throws(SmartCardError) -> [UInt8] {
+        sent.append(command)
+        if sent.count == 1 { throw .pcsc(.protoMismatch, call: "SCardTransmit") }
+        return [0x90, 0x00]
+      }
+      func reconnect() throws(SmartCardError) { reconnects += 1 }
+      func beginTransaction() throws(SmartCardError) {}
+      func endTransaction() {}
+    }
+    let card = ResettingCard()
+    let r = try PIVSession(transport: card).send(APDU(ins: 0xF8))
+    #expect(r.statusWord == .success && card.reconnects == 1)
+    // The command, then after the reconnect SELECT PIV and the command again.
+    #expect(card.sent.map { $0[1] } == [0xF8, 0xA4, 0xF8])
+  }
 }
