@@ -28,9 +28,9 @@ public struct PCSCStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
   public var description: String { "0x" + String(rawValue, radix: 16, uppercase: true) }
 
   /// The card was reset by someone else: reconnect and redo SELECT/VERIFY. `SCARD_E_PROTO_MISMATCH` from a
-  /// transmit on a handle whose protocol pcscd itself negotiated is the same event seen a moment early: pcscd
-  /// resetting the card for a client that died inside its transaction has let go of the lock and set the card's
-  /// protocol to undefined, but not yet told the other handles "reset" (HardwareNotes.md, "PC/SC").
+  /// transmit on a handle whose protocol pcscd itself negotiated is the same event seen a moment early: the card's
+  /// protocol changed (pcscd resetting it for a client that died inside its transaction) before this handle was
+  /// marked reset (HardwareNotes.md, "PC/SC").
   var isReset: Bool { self == .resetCard || self == .unpoweredCard || self == .protoMismatch }
 }
 
