@@ -12,8 +12,9 @@ import UAFCore
     #expect(!PolicyMatcher.mismatches(MatchCriteria(userVerification: 0x2), piv).isEmpty)  // fingerprint
     var all = MatchCriteria(userVerification: UAFConstant.userVerifyAll | 0x4 | 0x1)
     #expect(!PolicyMatcher.mismatches(all, piv).isEmpty)  // presence AND passcode: it has passcode only
+    // With USER_VERIFY_ALL on either side only the same value matches (UAF Protocol v1.1 §3.1.11).
     all.userVerification = UAFConstant.userVerifyAll | 0x4
-    #expect(PolicyMatcher.mismatches(all, piv).isEmpty)
+    #expect(!PolicyMatcher.mismatches(all, piv).isEmpty)
     var kp = MatchCriteria()
     kp.keyProtection = 0x1  // software only
     #expect(!PolicyMatcher.mismatches(kp, piv).isEmpty)

@@ -32,4 +32,11 @@ public enum Base64URL {
     standard += Array(repeating: UInt8(ascii: "="), count: (4 - chars.count % 4) % 4)
     return Data(base64Encoded: Data(standard)).map { Array($0) }
   }
+
+  /// Decodes base64url as UAF writes it: without padding (UAF Protocol v1.1 §3, "base64url … without padding").
+  /// nil on `=` anywhere, and wherever `decode` answers nil.
+  public static func decodeUnpadded(_ s: String) -> [UInt8]? {
+    guard !s.utf8.contains(UInt8(ascii: "=")) else { return nil }
+    return decode(s)
+  }
 }

@@ -21,10 +21,17 @@ public enum UAFOperation: String, Codable, Sendable {
   case dereg = "Dereg"
 }
 
+/// Extension (UAF Protocol v1.1 §3.1.10).
 public struct Extension: Codable, Equatable, Sendable {
   public var id: String
   public var data: String
   public var failIfUnknown: Bool
+
+  public init(id: String, data: String, failIfUnknown: Bool) {
+    self.id = id
+    self.data = data
+    self.failIfUnknown = failIfUnknown
+  }
 
   enum CodingKeys: String, CodingKey {
     case id, data
@@ -82,10 +89,12 @@ public struct Policy: Codable, Equatable, Sendable {
   }
 }
 
+/// Transaction (UAF Protocol v1.1 §3.5.1): one rendering of the content to confirm.
 public struct Transaction: Codable, Equatable, Sendable {
   public var contentType: String
   public var content: String
-  public var tcDisplayPNGCharacteristics: [DisplayPNGCharacteristics]?
+  /// One descriptor (not a list, unlike the registration assertion's): the image's characteristics.
+  public var tcDisplayPNGCharacteristics: DisplayPNGCharacteristics?
   public init(contentType: String, content: String) {
     self.contentType = contentType
     self.content = content

@@ -3,11 +3,14 @@ public enum UAFConstant {
   public static let userVerifyPasscode: UInt32 = 0x4
   public static let userVerifyPresence: UInt32 = 0x1
   public static let userVerifyAll: UInt32 = 0x400
+  public static let keyProtectionSoftware: UInt16 = 0x1
   public static let keyProtectionHardware: UInt16 = 0x2
   public static let keyProtectionSecureElement: UInt16 = 0x8
   public static let matcherProtectionOnChip: UInt16 = 0x4
   public static let attachmentExternal: UInt32 = 0x2
   public static let attachmentWired: UInt32 = 0x4
+  /// TRANSACTION_CONFIRMATION_DISPLAY_ANY: some form of transaction confirmation display is available.
+  public static let tcDisplayAny: UInt16 = 0x1
   public static let attestationBasicFull: UInt16 = 0x3E07
   public static let attestationBasicSurrogate: UInt16 = 0x3E08
 }
@@ -22,6 +25,10 @@ public struct AuthenticatorDescription: Equatable, Sendable {
   public var matcherProtection: UInt16
   public var attachmentHint: UInt32
   public var tcDisplay: UInt16
+  /// The MIME type of the transaction content it shows (when `tcDisplay` is not 0).
+  public var tcDisplayContentType: String
+  /// Whether it can only be a second factor (needs a username from the server to authenticate).
+  public var isSecondFactorOnly: Bool
   public var authenticationAlgorithm: UInt16
   public var assertionScheme: String
   public var attestationTypes: [UInt16]
@@ -34,6 +41,7 @@ public struct AuthenticatorDescription: Equatable, Sendable {
     keyProtection: UInt16 = UAFConstant.keyProtectionHardware | UAFConstant.keyProtectionSecureElement,
     matcherProtection: UInt16 = UAFConstant.matcherProtectionOnChip,
     attachmentHint: UInt32 = UAFConstant.attachmentExternal | UAFConstant.attachmentWired, tcDisplay: UInt16 = 0,
+    tcDisplayContentType: String = "text/plain", isSecondFactorOnly: Bool = false,
     authenticationAlgorithm: UInt16 = UAFAlgorithm.secp256r1ECDSASHA256DER, assertionScheme: String = "UAFV1TLV",
     attestationTypes: [UInt16] = [UAFConstant.attestationBasicSurrogate], keyIDs: [String] = []
   ) {
@@ -45,6 +53,8 @@ public struct AuthenticatorDescription: Equatable, Sendable {
     self.matcherProtection = matcherProtection
     self.attachmentHint = attachmentHint
     self.tcDisplay = tcDisplay
+    self.tcDisplayContentType = tcDisplayContentType
+    self.isSecondFactorOnly = isSecondFactorOnly
     self.authenticationAlgorithm = authenticationAlgorithm
     self.assertionScheme = assertionScheme
     self.attestationTypes = attestationTypes

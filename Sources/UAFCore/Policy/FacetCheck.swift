@@ -76,8 +76,8 @@ public enum TransactionContent {
   /// The text/plain transaction to show, with its decoded bytes (hash these). image/png is refused: this
   /// client cannot show images.
   public static func text(_ t: Transaction) throws(Problem) -> (text: String, bytes: [UInt8]) {
-    guard t.contentType.lowercased().hasPrefix("text/plain") else { throw .unsupportedType(t.contentType) }
-    guard let bytes = Base64URL.decode(t.content) else { throw .notBase64URL }
+    guard t.contentType == "text/plain" else { throw .unsupportedType(t.contentType) }
+    guard let bytes = Base64URL.decodeUnpadded(t.content) else { throw .notBase64URL }
     guard let s = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
     return (s, bytes)
   }

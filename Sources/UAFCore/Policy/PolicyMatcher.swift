@@ -1,7 +1,7 @@
-/// Policy matching (UAF Protocol §3.3.1): which authenticators a request allows, and why the others not.
+/// Policy matching (UAF Protocol v1.1 §3.1.11-3.1.12, §3.2): which authenticators a request allows, and why the others not.
 public enum PolicyMatcher {
   /// Reasons `criteria` does not match `authenticator`; empty when it matches. Every field present in the
-  /// criteria must match (UAF Protocol §3.2.1).
+  /// criteria must match (UAF Protocol v1.1 §3.1.11).
   public static func mismatches(_ c: MatchCriteria, _ a: AuthenticatorDescription) -> [String] {
     var why: [String] = []
     if let aaids = c.aaid, !aaids.contains(where: { $0.lowercased() == a.aaid.lowercased() }) {
@@ -29,7 +29,7 @@ public enum PolicyMatcher {
     if let ah = c.attachmentHint, ah & a.attachmentHint == 0 {
       why.append("attachment 0x\(String(ah, radix: 16)) is required")
     }
-    if let tc = c.tcDisplay, tc != 0, tc & a.tcDisplay == 0 {
+    if let tc = c.tcDisplay, tc & a.tcDisplay == 0 {
       why.append("a transaction-confirmation display (0x\(String(tc, radix: 16))) is required")
     }
     if let algs = c.authenticationAlgorithms, !algs.contains(a.authenticationAlgorithm) {
@@ -50,14 +50,13 @@ public enum PolicyMatcher {
     return why
   }
 
-  /// User verification: a plain method set matches if any method is shared; with USER_VERIFY_ALL every
-  /// requested method must be offered (UAF Protocol §3.2.1, userVerification).
+  /// User verification (UAF Protocol v1.1 §3.1.11, userVerification): equal values match; otherwise, when
+  /// neither has USER_VERIFY_ALL, any shared method matches ("(AuthenticatorInfo.userVerification & mc) != 0").
+  /// An authenticator that needs all its methods (ALL) matches only a criteria naming exactly them.
   static func userVerificationMatches(_ wanted: UInt32, _ offered: UInt32) -> Bool {
-    if wanted & UAFConstant.userVerifyAll != 0 {
-      let methods = wanted & ~UAFConstant.userVerifyAll
-      return offered & methods == methods
-    }
-    return wanted & offered != 0
+    if wanted == offered { return true }
+    let all = UAFConstant.userVerifyAll
+    return wanted & all == 0 && offered & all == 0 && wanted & offered != 0
   }
 
   /// The authenticators a policy accepts (in order), and for the others the reasons. An AND-group of more
@@ -68,6 +67,12 @@ public enum PolicyMatcher {
   ) {
     var accepted: [AuthenticatorDescription] = []
     var reasons: [String: [String]] = [:]
+    // `accepted` is what the server accepts (UAF Protocol v1.1 §3.4.2): an empty list accepts nothing. The
+    // client never widens the server's decision.
+    if policy.accepted.isEmpty {
+      for a in authenticators { reasons[a.aaid] = ["the server's policy accepts no authenticator (accepted is empty)"] }
+      return ([], reasons)
+    }
     for a in authenticators {
       if let bad = policy.disallowed?.first(where: { mismatches($0, a).isEmpty }) {
         reasons[a.aaid, default: []].append(
@@ -93,5 +98,13 @@ public enum PolicyMatcher {
       }
     }
     return (accepted, reasons)
+  }
+
+  /// Why `policy` does not accept `authenticator` (never empty), or nil when it does.
+  public static func refusal(_ policy: Policy, _ authenticator: AuthenticatorDescription) -> [String]? {
+    let m = match(policy, [authenticator])
+    guard m.accepted.isEmpty else { return nil }
+    let why = m.reasons.values.flatMap { $0 }
+    return why.isEmpty ? ["the server's policy does not accept it"] : why
   }
 }
