@@ -22,3 +22,7 @@ public typealias FIDO2ResidentCredential = TokenDevices.FIDO2ResidentCredential
 
 /// Text that did not come from the user (a server, a token), made safe to show on a terminal.
 public func displayable(_ s: String) -> String { UntrustedText.displayable(s) }
+/// The Client API's discover() answer and its Authenticator dictionary (UAF Client API v1.1 §3.1.2-3.1.3).
+public typealias DiscoveryData = UAFCore.DiscoveryData
+public typealias DiscoveredAuthenticator = UAFCore.DiscoveredAuthenticator
+public typealias UAFVersion = UAFCore.Version

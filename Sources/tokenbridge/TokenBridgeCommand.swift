@@ -60,10 +60,6 @@ struct TokenBridgeCommand: ParsableCommand {
   }
 }
 
-enum TokenBridgeVersion {
-  static let string = "0.3.0"
-}
-
 /// Options every token command shares.
 struct GlobalOptions: ParsableArguments {
   @Option(help: "The token to use (an id from `tokenbridge tokens`).")

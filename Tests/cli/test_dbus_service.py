@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, TOKENBRIDGE, VIRTUAL_TOKEN, wait_until
 from implementations import UAFToken
 from test_uaf import rp as rps  # noqa: F401 (fixture: the relying parties a test starts)
+from uaf_shapes import PIV_AUTHENTICATOR, check_discovery_data
 
 jeepney = pytest.importorskip("jeepney", reason="jeepney (PyPI) is the D-Bus client of these tests: Tools/setup")
 from jeepney import DBusAddress, MatchRule, message_bus, new_method_call  # noqa: E402
@@ -184,18 +185,19 @@ def test_discover_and_list_tokens(card, bus, tmp_path):
     b = bus()
     c = b.connect()
     d = unwrap(call(c, "Discover")[0])
-    assert d["supportedUAFVersions"] == [(1, 0), (1, 1)]
-    assert d["clientVendor"] == "TokenBridge" and d["clientVersion"]
-    assert [(a["token"], a["kind"], a["aaid"], a["usable"]) for a in d["authenticators"]] == \
-        [(card.id, "piv", "7B1D#0001", True)]
+    check_discovery_data(d)
     listed = unwrap(call(c, "ListTokens", "a{sv}", {})[0])
-    assert [t["token"] for t in listed] == [card.id]
+    assert [(t["token"], t["kind"], t["aaid"], t["usable"]) for t in listed] == [(card.id, "piv", "7B1D#0001", True)]
+    assert [(a["aaid"], a["title"]) for a in d["availableAuthenticators"]] == \
+        [("7B1D#0001", "PIV smart card: " + listed[0]["name"])]
+    [a] = d["availableAuthenticators"]
+    assert a.pop("icon") and a == PIV_AUTHENTICATOR | {"title": "PIV smart card: " + listed[0]["name"]}
     assert unwrap(call(c, "ListTokens", "a{sv}", {"token": ("s", card.id)})[0])[0]["kind"] == "piv"
     # busctl and gdbus, as a desktop user would call it.
     env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=b.address)
     r = subprocess.run(["busctl", "--user", "call", NAME, PATH, NAME, "Discover"], capture_output=True, text=True,
                        env=env, timeout=30)
-    assert r.returncode == 0 and card.id in r.stdout, r.stderr
+    assert r.returncode == 0 and '"availableAuthenticators"' in r.stdout and '"7B1D#0001"' in r.stdout, r.stderr
     if shutil.which("gdbus"):
         r = subprocess.run(["gdbus", "call", "--session", "-d", NAME, "-o", PATH, "-m", NAME + ".ListTokens", "{}"],
                            capture_output=True, text=True, env=env, timeout=30)
@@ -320,9 +322,11 @@ def test_two_clients_busy_and_a_killed_client_cancels(card, bus, rps, scenario, 
         with pytest.raises(DBusErrorResponse) as e:
             process(c, server.request("Reg", username="bob")["uafRequest"])
         assert e.value.name == NAME + ".Error.Busy" and e.value.data[0].startswith("15: ")
-        # Discover still answers, naming the token busy.
-        [auth] = unwrap(call(c, "Discover")[0])["authenticators"]
-        assert not auth["usable"] and auth["reason"].startswith("busy")
+        # Discover and ListTokens still answer, ListTokens naming the token busy.
+        [auth] = unwrap(call(c, "Discover")[0])["availableAuthenticators"]
+        assert auth["aaid"] == "7B1D#0001"
+        [listed] = unwrap(call(c, "ListTokens", "a{sv}", {})[0])
+        assert not listed["usable"] and listed["reason"].startswith("busy")
     finally:
         a.kill()
         a.wait()

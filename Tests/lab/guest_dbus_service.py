@@ -159,10 +159,12 @@ out("my_facet", MY_FACET)
 watcher = open_dbus_connection(bus="SESSION")
 watcher.send_and_get_reply(message_bus.AddMatch(MatchRule(type="signal", interface=REQ)))
 
-# Discover (jeepney); the authenticators of the composite token.
+# Discover (jeepney): DiscoveryData; ListTokens: the composite token's two sides, usable or not.
 d = unwrap(call(c, "Discover")[0])
+listed = unwrap(call(c, "ListTokens", "a{sv}", {})[0])
 out("py_discover", {"versions": d["supportedUAFVersions"], "vendor": d["clientVendor"],
-                    "auths": sorted([a["token"], a["kind"], a["aaid"], a["usable"]] for a in d["authenticators"])})
+                    "aaids": sorted(a["aaid"] for a in d["availableAuthenticators"]),
+                    "auths": sorted([a["token"], a["kind"], a["aaid"], a["usable"]] for a in listed)})
 
 # CheckPolicy: never a prompt (the pinentry is never started). jeepney, busctl, gdbus.
 r0 = runs()
@@ -227,7 +229,7 @@ for token, user in ((PIV, "alice"), (FIDO2, "bob")):
     out(f"{k}_dereg_local", {"before": rows_before, "after": local_rows()})
 
 # Two clients at once on one token: A (a process of its own) waits in the PIN dialog; B is refused with Busy;
-# Discover says the token is busy. Then A is killed (SIGKILL): the service cancels its request (the dialog ends)
+# ListTokens says the token is busy. Then A is killed (SIGKILL): the service cancels its request (the dialog ends)
 # and a next request works.
 client = os.path.join(W, "client.py")
 with open(client, "w") as f:
@@ -261,7 +263,8 @@ out("busy", busy)
 # Only the caller that made a request may close it.
 r = c.send_and_get_reply(new_method_call(DBusAddress(a_path, bus_name=NAME, interface=REQ), "Close"))
 out("close_by_other", r.header.fields.get(4) or r.header.message_type.name)
-out("busy_discover", {x["token"]: [x["usable"], x.get("reason")] for x in unwrap(call(c, "Discover")[0])["authenticators"]})
+out("busy_discover", {x["token"]: [x["usable"], x.get("reason")]
+                      for x in unwrap(call(c, "ListTokens", "a{sv}", {})[0])})
 t = time.time()
 a.kill()
 a.wait()

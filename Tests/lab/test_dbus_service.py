@@ -73,9 +73,8 @@ def test_discover_with_busctl_and_jeepney(lab):
     assert d["clientVendor"]["data"] == "TokenBridge" and d["clientVersion"]["data"]
     py = j(lab, "py_discover")
     assert py["versions"] == [[1, 0], [1, 1]] and py["vendor"] == "TokenBridge"
-    busctl_auths = sorted([a["token"]["data"], a["kind"]["data"], a["aaid"]["data"], a["usable"]["data"]]
-                          for a in d["authenticators"]["data"])
-    assert busctl_auths == py["auths"]
+    assert sorted(a["aaid"]["data"] for a in d["availableAuthenticators"]["data"]) == py["aaids"]
+    assert py["aaids"] == ["7B1D#0001", "7B1D#0002"]
 
 
 def test_discover_lists_both_sides_of_a_composite_token(lab):

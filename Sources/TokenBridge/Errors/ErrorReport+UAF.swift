@@ -29,6 +29,11 @@ extension ErrorReport {
       return .init(
         status: .badMessage,
         message: "The UAF request (entry \(i)) is refused: \(field) \(fieldRule(rule)); nothing was signed.")
+    case .unknownExtension(let i, let id):
+      return .init(
+        status: .badMessage,
+        message: "The UAF request (entry \(i)) needs the extension \(shown(id)), which this client does not know "
+          + "(fail_if_unknown); nothing was signed.")
     }
   }
 
@@ -43,6 +48,13 @@ extension ErrorReport {
     case .range(let min, let max): "must be a number from \(min) to \(max)"
     case .keyIDWithoutAAID: "must be empty when aaid is empty"
     case .wildcardNeedsUAF11: "needs both aaid and keyID in UAF 1.0"
+    case .wildcardNotAlone: "may be empty (every key of the appID) only as the one entry of the list"
+    case .notEmpty: "must not be empty"
+    case .aaidCombinedWith(let f): "names aaid, which must not be combined with \(f)"
+    case .algorithmsAndSchemesRequired: "names no aaid, so it must give authenticationAlgorithms and assertionSchemes"
+    case .contentType: "must be text/plain or image/png"
+    case .textLength(let max): "must be text (UTF-8) of at most \(max) characters"
+    case .pngCharacteristicsRequired: "must be present for image/png content"
     }
   }
 

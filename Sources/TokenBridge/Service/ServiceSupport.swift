@@ -26,13 +26,8 @@ extension ServiceSupport {
       struct Header: Decodable { var appID: String? }
       var header: Header
     }
-    var text = message
-    if let e = try? JSONDecoder().decode([String: String].self, from: Data(message.utf8)),
-      let inner = e["uafProtocolMessage"]
-    {
-      text = inner
-    }
-    guard let list = try? JSONDecoder().decode([Request].self, from: Data(text.utf8)),
+    guard let text = UAFEnvelope.message(message),
+      let list = try? JSONDecoder().decode([Request].self, from: Data(text.utf8)),
       let appID = list.first?.header.appID, let url = URL(string: appID), let scheme = url.scheme, let host = url.host
     else { return nil }
     return "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")

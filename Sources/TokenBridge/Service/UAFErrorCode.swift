@@ -25,6 +25,7 @@ public enum UAFErrorCode: UInt32, Sendable, CaseIterable {
   public init(_ error: Error) {
     switch error {
     case OperationError.message(.unsupportedVersion): self = .unsupportedVersion
+    case OperationError.message(.unknownExtension): self = .unknown
     case OperationError.transaction: self = .invalidTransactionContent
     case OperationError.input(.badChannelBinding): self = .protocolError
     case OperationError.configuration(.noFacetID): self = .untrustedFacetID

@@ -27,9 +27,8 @@ public final class FIDO2Authenticator: TokenAuthenticator {
   }
 
   public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
-    AuthenticatorDescription(
-      aaid: aaid, description: "\(key.info.name) (\(key.info.id))",
-      userVerification: UAFConstant.userVerifyPasscode | UAFConstant.userVerifyPresence, keyIDs: keyIDs)
+    AuthenticatorProfile.description(
+      .fido2, aaid: aaid, attestationTypes: [UAFConstant.attestationBasicSurrogate], keyIDs: keyIDs)
   }
 
   /// HKDF-SHA-256(IKM: hmac-secret output, salt: the registration's salt, info: label) → a P-256 scalar.

@@ -39,12 +39,11 @@ public final class PIVAuthenticator: TokenAuthenticator {
   }
 
   public func describe(keyIDs: [String] = []) -> AuthenticatorDescription {
-    AuthenticatorDescription(
-      aaid: aaid, description: "\(token.info.name) (\(token.info.id))",
+    AuthenticatorProfile.description(
+      .piv, aaid: aaid,
       attestationTypes: [
         attestationSlot == nil ? UAFConstant.attestationBasicSurrogate : UAFConstant.attestationBasicFull
-      ],
-      keyIDs: keyIDs)
+      ], keyIDs: keyIDs)
   }
 
   /// The attestation certificate (DER) of the configured slot: certificate object `70` inside `53`.

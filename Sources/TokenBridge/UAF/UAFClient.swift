@@ -215,9 +215,6 @@ public struct UAFClient {
   func register(_ r: RegistrationRequest, appID: String, verifier: PinUserVerifier) throws(OperationError)
     -> UAFClientResult
   {
-    guard !r.username.isEmpty, r.username.utf8.count <= 128 else {
-      throw .message(.malformed("username must be 1-128 bytes"))
-    }
     let (all, items, compliant) = try registrationCandidates(r)
     var pick = compliant[0]
     if compliant.count > 1 {
@@ -242,11 +239,10 @@ public struct UAFClient {
   {
     let all = authenticators()
     let items = all.map { a in
-      let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [])])
       let c = SelectionCandidate(
         token: a.tokenInfo.id, name: a.tokenInfo.name, aaid: a.aaid,
         hardwareReasons: SelectionCandidate.hardwareProblems(a.tokenInfo),
-        policyReasons: m.accepted.isEmpty ? m.reasons.values.flatMap { $0 } : [])
+        policyReasons: PolicyMatcher.refusal(r.policy, a.describe(keyIDs: [])) ?? [])
       return AuthenticatorItem(
         token: a.tokenInfo, aaid: a.aaid, isSupportedByHardware: c.isSupportedByHardware,
         isPolicyCompliant: c.isPolicyCompliant, reasons: c.reasons, candidate: c)
@@ -294,7 +290,7 @@ public struct UAFClient {
   /// images only is refused.
   func transactionText(_ r: AuthenticationRequest) throws(OperationError) -> (text: String, bytes: [UInt8])? {
     guard let t = r.transaction, !t.isEmpty else { return nil }
-    guard let plain = t.first(where: { $0.contentType.lowercased().hasPrefix("text/plain") }) else {
+    guard let plain = t.first(where: { $0.contentType == "text/plain" }) else {
       throw .transaction(.unsupportedType(t[0].contentType))
     }
     do { return try TransactionContent.text(plain) } catch { throw .transaction(error) }
@@ -324,10 +320,10 @@ public struct UAFClient {
       }
       let hardware = SelectionCandidate.hardwareProblems(a.tokenInfo)
       for rec in mine {
-        let m = PolicyMatcher.match(r.policy, [a.describe(keyIDs: [rec.keyID])])
         let c = SelectionCandidate(
           token: a.tokenInfo.id, name: a.tokenInfo.name, aaid: a.aaid, username: rec.username, keyID: rec.keyID,
-          hardwareReasons: hardware, policyReasons: m.accepted.isEmpty ? m.reasons.values.flatMap { $0 } : [])
+          hardwareReasons: hardware,
+          policyReasons: PolicyMatcher.refusal(r.policy, a.describe(keyIDs: [rec.keyID])) ?? [])
         listed.append(c)
         if c.isUsable {
           candidates.append((a, rec))

@@ -168,10 +168,7 @@ public struct UAFEnvironment {
     if let k = result.pendingKeyID {
       do { try localData.confirmRegistration(k) } catch { throw .localData(error) }
     }
-    let enc = JSONEncoder()
-    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    let out = (try? enc.encode(["uafProtocolMessage": result.responseMessage ?? ""])) ?? Data()
-    return (String(decoding: out, as: UTF8.self), result.pendingKeyID)
+    return (UAFEnvelope.write(result.responseMessage ?? ""), result.pendingKeyID)
   }
 
   /// checkPolicy for other programs (`tokenbridge serve`): what `processUAF` would throw before its first question
@@ -194,14 +191,8 @@ public struct UAFEnvironment {
     authenticatorSelector: AuthenticatorSelector?
   ) throws(OperationError) -> (UAFClient, String) {
     guard let facet = facetID ?? configuration.facetID else { throw .configuration(.noFacetID) }
-    guard input.count <= UAFMessageCodec.maxSize else { throw .message(.tooLarge(input.count)) }
-    var message = String(decoding: input, as: UTF8.self)
-    if let envelope = try? JSONDecoder().decode([String: String].self, from: Data(input)) {
-      guard let m = envelope["uafProtocolMessage"] else { throw .message(.malformed("no uafProtocolMessage")) }
-      message = m
-    } else if input.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") {
-      throw .message(.malformed("the envelope must be {\"uafProtocolMessage\": \"<request array>\"}"))
-    }
+    let message: String
+    do { message = try UAFEnvelope.read(input) } catch { throw .message(error) }
     let networkTimeout = configuration.networkTimeout
     var client = UAFClient(
       configuration: configuration, facetID: facet, server: facet, localData: localData, tokens: tokens.piv,

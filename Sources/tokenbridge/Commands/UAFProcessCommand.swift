@@ -5,7 +5,8 @@ import TokenBridge
 
 struct UAF: ParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "uaf", abstract: "The FIDO UAF client API for other programs.", subcommands: [UAFProcess.self])
+    commandName: "uaf", abstract: "The FIDO UAF client API for other programs.",
+    subcommands: [UAFDiscover.self, UAFProcess.self])
 }
 
 struct UAFProcess: ParsableCommand {
@@ -25,11 +26,13 @@ struct UAFProcess: ParsableCommand {
 
   func run() throws {
     try options.execute {
-      let ctx = try UAFContext(options)
       // One byte past the limit tells "too large" without reading an endless stdin.
-      let input = FileIO.read(0, limit: UAFProcessLimits.maxInput + 1)
+      let input = Array(FileIO.read(0, limit: UAFProcessLimits.maxInput + 1))
+      // A message breaking a rule is refused before any token is listed or a prompt shown.
+      try UAFEnvironment.validateRequest(input)
+      let ctx = try UAFContext(options)
       let out = try ctx.env.processUAF(
-        input: Array(input), facetID: facetId, channelBinding: channelBinding, tokens: try ctx.tokens(),
+        input: input, facetID: facetId, channelBinding: channelBinding, tokens: try ctx.tokens(),
         verifier: ctx.prompter, accountSelector: TerminalAccountSelector(prompter: ctx.prompter),
         authenticatorSelector: ctx.prompter.canAsk ? TerminalAuthenticatorSelector(prompter: ctx.prompter) : nil)
       print(out)

@@ -113,7 +113,7 @@ final class Service {
           case .string(let keyID)? = results.first(where: { $0.key == "registeredKeyID" })?.value
         {
           answered[message] = (req.sender, keyID)
-          if let inner = Self.innerMessage(message) { answered[inner] = (req.sender, keyID) }
+          if let inner = UAFEnvelope.message(message) { answered[inner] = (req.sender, keyID) }
         }
         let shown = results.filter { $0.key != "registeredKeyID" }
         do {
@@ -130,10 +130,6 @@ final class Service {
         seen = infos
       }
     }
-  }
-
-  static func innerMessage(_ envelope: String) -> String? {
-    (try? JSONDecoder().decode([String: String].self, from: Data(envelope.utf8)))?["uafProtocolMessage"]
   }
 
   /// A desktop notification, best effort (no notification daemon: nothing).

@@ -24,7 +24,7 @@ enum ServiceWork {
     let infos =
       c.busyTokens.isEmpty
       ? try TokenListing(trace: nil, id: token).tokens : c.seen.filter { token == nil || $0.id == token }
-    return infos.flatMap(sides).map { t in
+    return infos.flatMap(\.sides).map { t in
       let kind = t.kind.rawValue
       var reasons = ServiceSupport.hardwareReasons(t)
       if c.busyTokens.contains("*") || c.busyTokens.contains(t.id) {
@@ -40,39 +40,44 @@ enum ServiceWork {
     }
   }
 
-  /// A listing's physical token as the UAF authenticators it is: a PIV card and a FIDO2 key on one USB device
-  /// (`USBIdentity.merge`) are two, each with its own id, kind (hence AAID) and PIN.
-  static func sides(_ t: TokenInfo) -> [TokenInfo] {
-    guard let ids = t.ids, let kinds = t.kinds, ids.count == kinds.count, ids.count > 1 else { return [t] }
-    return zip(ids, kinds).map { id, kind in
-      var side = t
-      side.id = id
-      side.kind = kind
-      side.ids = nil
-      side.kinds = nil
-      side.fido2PIN = nil
-      if kind == .fido2 {
-        side.pin = t.fido2PIN
-        side.puk = nil
-      } else {
-        side.fido2 = nil
-      }
-      return side
-    }
+  /// Discover: the Client API's DiscoveryData (docs/dbus-api.md, "Discover"), one Authenticator per token side
+  /// present; what TokenBridge knows beyond it (token id, reader, usable and why not) is ListTokens'.
+  static func discover(_ c: Context) -> Outbox.Outcome {
+    let infos: [TokenInfo]
+    do {
+      infos = c.busyTokens.isEmpty ? try TokenListing(trace: nil).tokens : c.seen
+    } catch { return failure(error) }
+    let data = AuthenticatorProfile.discoveryData(infos, configuration: c.configuration)
+    return .values([dbus(data)])
   }
 
-  static func discover(_ c: Context) -> Outbox.Outcome {
-    let list: [DBusValue]
-    do { list = try authenticators(c, token: nil) } catch { return failure(error) }
-    return .values([
-      .dict([
-        .init(
-          "supportedUAFVersions",
-          .array(element: "(qq)", [.structure([.uint16(1), .uint16(0)]), .structure([.uint16(1), .uint16(1)])])),
-        .init("clientVendor", .string("TokenBridge")), .init("clientVersion", .string(TokenBridgeVersion.string)),
-        .init("authenticators", .array(element: "a{sv}", list)),
-      ])
+  static func dbus(_ v: UAFVersion) -> DBusValue { .structure([.uint16(UInt16(v.major)), .uint16(UInt16(v.minor))]) }
+
+  static func dbus(_ data: DiscoveryData) -> DBusValue {
+    .dict([
+      .init("supportedUAFVersions", .array(element: "(qq)", data.supportedUAFVersions.map(dbus))),
+      .init("clientVendor", .string(data.clientVendor)), .init("clientVersion", dbus(data.clientVersion)),
+      .init("availableAuthenticators", .array(element: "a{sv}", data.availableAuthenticators.map(dbus))),
     ])
+  }
+
+  static func dbus(_ a: DiscoveredAuthenticator) -> DBusValue {
+    var d: [DBusValue.DictEntry] = [
+      .init("title", .string(a.title)), .init("aaid", .string(a.aaid)), .init("description", .string(a.description)),
+      .init("supportedUAFVersions", .array(element: "(qq)", a.supportedUAFVersions.map(dbus))),
+      .init("assertionScheme", .string(a.assertionScheme)),
+      .init("authenticationAlgorithm", .uint16(a.authenticationAlgorithm)),
+      .init("attestationTypes", .array(element: "q", a.attestationTypes.map { .uint16($0) })),
+      .init("userVerification", .uint32(a.userVerification)), .init("keyProtection", .uint16(a.keyProtection)),
+      .init("matcherProtection", .uint16(a.matcherProtection)), .init("attachmentHint", .uint32(a.attachmentHint)),
+      .init("isSecondFactorOnly", .bool(a.isSecondFactorOnly)), .init("tcDisplay", .uint16(a.tcDisplay)),
+    ]
+    if let t = a.tcDisplayContentType { d.append(.init("tcDisplayContentType", .string(t))) }
+    d += [
+      .init("icon", .string(a.icon)),
+      .init("supportedExtensionIDs", .array(element: "s", a.supportedExtensionIDs.map { .string($0) })),
+    ]
+    return .dict(d)
   }
 
   static func listTokens(_ c: Context, token: String?) -> Outbox.Outcome {
@@ -84,6 +89,8 @@ enum ServiceWork {
   /// checkPolicy: always a UAF code (never an error reply), never a prompt.
   static func checkPolicy(_ c: Context, message: String, facet: String, token: String?) -> Outbox.Outcome {
     do {
+      // A message breaking a rule is refused before any token is listed.
+      try UAFEnvironment.validateRequest(Array(message.utf8))
       let env = try UAFEnvironment(configuration: c.configuration)
       let tokens = try env.tokens(id: token, trace: nil, details: false, fido2Info: true) { _ in }
       try env.checkPolicy(input: Array(message.utf8), facetID: facet, tokens: tokens)
@@ -133,6 +140,8 @@ enum ServiceWork {
     let prompter = prompter(c, control: control, app: app, server: server ?? facet)
     do {
       if control.isCancelled { throw OperationError.cancelled }
+      // A message breaking a rule is refused before any token is listed or a dialog shown.
+      try UAFEnvironment.validateRequest(Array(message.utf8))
       let env = try UAFEnvironment(configuration: c.configuration)
       let tokens = try env.tokens(id: token, trace: nil) { info in
         outbox.post(.notify(summary: "Touch your key", body: "Touch your key (\(info.id)) for \(displayable(app))."))
