@@ -173,13 +173,13 @@ _tokenbridge() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|serve|exit-codes|help)
+    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|metadata|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|serve|exit-codes|help)
         # Offer subcommand argument completions
         "_tokenbridge_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info uaf oob pending device fido2 install-desktop enroll doctor watch serve exit-codes help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info metadata uaf oob pending device fido2 install-desktop enroll doctor watch serve exit-codes help' -- "${cur}"))
         ;;
     esac
 }
@@ -717,6 +717,26 @@ _tokenbridge_info() {
     esac
 }
 
+_tokenbridge_metadata() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--schema --attestation-root)
+    __tokenbridge_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--schema')
+        __tokenbridge_add_completions -W '3'$'\n''1.1'
+        return
+        ;;
+    '--attestation-root')
+        __tokenbridge_add_completions -f
+        return
+        ;;
+    esac
+}
+
 _tokenbridge_uaf() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
@@ -729,13 +749,37 @@ _tokenbridge_uaf() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    process)
+    discover|process)
         # Offer subcommand argument completions
         "_tokenbridge_uaf_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'process' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'discover process' -- "${cur}"))
+        ;;
+    esac
+}
+
+_tokenbridge_uaf_discover() {
+    repeating_flags=()
+    non_repeating_flags=(--wait --json --trace --yes --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--token --pin-fd --timeout --prompt)
+    __tokenbridge_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--token')
+        return
+        ;;
+    '--pin-fd')
+        return
+        ;;
+    '--timeout')
+        return
+        ;;
+    '--prompt')
+        return
         ;;
     esac
 }

@@ -13,7 +13,7 @@ struct TokenBridgeCommand: ParsableCommand {
     version: TokenBridgeVersion.string,
     subcommands: [
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
-      Authenticators.self, Local.self, Info.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
+      Authenticators.self, Local.self, Info.self, Metadata.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
       FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ServeCommand.self,
       ExitCodes.self,
     ])

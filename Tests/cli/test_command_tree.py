@@ -10,8 +10,8 @@ from conftest import TOKENBRIDGE
 EXPECTED = {
     "", "tokens", "pin", "pin status", "pin set", "pin change", "pin unblock", "puk", "puk change", "key",
     "key generate", "key public", "key sign", "register", "authenticate", "deregister", "accounts",
-    "authenticators", "local", "local delete", "info", "uaf", "uaf process", "oob", "pending", "device",
-    "device change", "device check", "device sync", "fido2", "fido2 info", "fido2 credentials",
+    "authenticators", "local", "local delete", "info", "metadata", "uaf", "uaf discover", "uaf process", "oob",
+    "pending", "device", "device change", "device check", "device sync", "fido2", "fido2 info", "fido2 credentials",
     "fido2 credentials list", "fido2 credentials delete", "fido2 reset", "install-desktop", "enroll", "doctor",
     "watch", "serve", "exit-codes",
 }
@@ -69,7 +69,7 @@ def test_unknown_option_is_a_usage_error():
     # parser validates a command before it looks at what is left): each command gets what it requires.
     for cmd, required in ((["tokens"], []), (["pin", "change"], []), (["register"], ["--username", "u"]),
                           (["oob"], ["--qr-text", "x"]), (["fido2", "credentials", "delete"], ["ID"]),
-                          (["doctor"], []), (["watch"], []), (["exit-codes"], [])):
+                          (["doctor"], []), (["watch"], []), (["exit-codes"], []), (["metadata"], [])):
         name = " ".join(["tokenbridge", *cmd])
         r = run(*cmd, *required, "--bogus")
         assert r.returncode == 64, (cmd, r.stderr)
@@ -100,6 +100,10 @@ def test_usage_errors_name_what_is_wrong():
         (["pin", "status", "--timeout", "0"], "Error: --timeout must be a number of seconds from 1 to 86400",
          "tokenbridge pin status"),
         (["help", "bogus"], "Error: Unknown command 'bogus'", "tokenbridge"),
+        (["metadata", "--schema", "2"],
+         "Error: The value '2' is invalid for '--schema <3|1.1>': '2' is not a statement form (3 or 1.1)",
+         "tokenbridge metadata"),
+        (["metadata", "7B1D#0001", "7B1D#0002"], "Error: Unexpected argument '7B1D#0002'", "tokenbridge metadata"),
     ]
     for args, first, name in cases:
         r = run(*args)

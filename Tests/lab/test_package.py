@@ -82,6 +82,11 @@ echo "zsh_file=$(ls /usr/share/zsh/vendor-completions/_tokenbridge 2>&1)"
 echo "fish_file=$(ls /usr/share/fish/vendor_completions.d/tokenbridge.fish 2>&1)"
 echo "desktop_exec=$(grep '^Exec=' /usr/share/applications/tokenbridge.desktop)"
 echo "mime_handler=$(grep -h '^x-scheme-handler/tokenbridge=' /usr/share/applications/mimeinfo.cache 2>&1)"
+# The packaged metadata statements are what the packaged binary prints for their AAIDs without a configuration.
+echo "metadata_same=$(cd /usr/share/tokenbridge/metadata && for f in *.json; do a=$(basename "$f" .json | tr - '#')
+  XDG_CONFIG_HOME=$w/no-config tokenbridge metadata "$a" | cmp -s - "$f" &&
+    XDG_CONFIG_HOME=$w/no-config tokenbridge metadata "$a" --schema 1.1 | cmp -s - "uaf-1.1/$f" && echo "$a"
+  done | line)"
 
 # Enrollment through the packaged units: root's user manager gets the pinentry; the configuration names the RP.
 sc="$w/scenario.json"
@@ -273,8 +278,12 @@ def test_installs_over_nothing_with_the_packaged_files(pkg):
               "/usr/share/applications/tokenbridge.desktop", "/usr/share/man/man1/tokenbridge.1.gz",
               "/usr/share/bash-completion/completions/tokenbridge", "/usr/share/zsh/vendor-completions/_tokenbridge",
               "/usr/share/fish/vendor_completions.d/tokenbridge.fish", "/usr/share/doc/tokenbridge/README.md.gz",
-              "/usr/share/doc/tokenbridge/HardwareNotes.md.gz", "/usr/share/doc/tokenbridge/copyright"]:
+              "/usr/share/doc/tokenbridge/HardwareNotes.md.gz", "/usr/share/doc/tokenbridge/copyright",
+              "/usr/share/tokenbridge/metadata/7B1D-0001.json", "/usr/share/tokenbridge/metadata/7B1D-0002.json",
+              "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0001.json",
+              "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0002.json"]:
         assert f in files, files
+    assert pkg["metadata_same"] == "7B1D#0001|7B1D#0002", pkg["metadata_same"]
     # No test tool in the user's package.
     assert not [f for f in files if "virtual-token" in f or "/Tests/" in f or "/Tools/" in f], files
     # The packaged rules are the only ones of that name (the lab's copy in /etc was removed first), and udev

@@ -4,6 +4,9 @@
 Verifies for real, with its own TLV parser (independent of the client's Swift code): ECDSA P-256 signatures
 (DER and raw), public keys (raw X9.62 and DER SPKI), FINAL_CHALLENGE_HASH, single-use expiring challenges,
 appID and facet ID, policy AAIDs, growing counters and transaction content hashes. Loopback only by default.
+With --metadata (FIDO metadata statements, v3.0 or the UAF 1.1 numeric form, as `tokenbridge metadata` prints them)
+a registration must match its AAID's statement: signature algorithm, public key encoding, attestation type and
+trust anchors, authenticatorVersion.
 Also the out-of-band services: dispatch targets (create, query, modify with a JWS body, delete), dispatch tokens,
 redeem, status, the device service (device credentials, pending operations), every device request checked for a
 `Device-Signature` (ES256 compact JWS by the target's key; request id used once, creation time within a window).
@@ -17,6 +20,7 @@ import argparse
 import base64
 import hashlib
 import json
+import re
 import os
 import secrets
 import sqlite3
@@ -61,6 +65,17 @@ def unb64u(s):
         return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
     except Exception:
         raise Refused(1498, "not base64url")
+
+
+B64U = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def unb64u_strict(s):
+    """base64url as UAF writes it (Protocol v1.1 §3): the URL-safe alphabet only, no padding, a length an encoding
+    has. Python's decoder alone skips characters outside the alphabet and takes padding."""
+    if not isinstance(s, str) or not B64U.fullmatch(s) or len(s) % 4 == 1:
+        raise Refused(1498, "not base64url without padding")
+    return unb64u(s)
 
 
 def qr_png(text):
@@ -142,9 +157,74 @@ def verify(key, alg, signature, message):
         raise Refused(1498, "signature does not verify")
 
 
+# Metadata Statement v3.0 strings of the registry values a UAF statement names (FIDO Registry of Predefined Values
+# §3.6.1-3.6.2, UAF Registry §4.1; FIDO's registry.js): written here from the registry, not taken from the client.
+ALG_SIGN = {"secp256r1_ecdsa_sha256_raw": 0x0001, "secp256r1_ecdsa_sha256_der": 0x0002,
+            "rsassa_pss_sha256_raw": 0x0003, "rsassa_pss_sha256_der": 0x0004, "secp256k1_ecdsa_sha256_raw": 0x0005,
+            "secp256k1_ecdsa_sha256_der": 0x0006, "sm2_sm3_raw": 0x0007, "rsa_emsa_pkcs1_sha256_raw": 0x0008,
+            "rsa_emsa_pkcs1_sha256_der": 0x0009, "rsassa_pss_sha384_raw": 0x000A, "rsassa_pss_sha512_raw": 0x000B,
+            "rsassa_pkcsv15_sha256_raw": 0x000C, "rsassa_pkcsv15_sha384_raw": 0x000D,
+            "rsassa_pkcsv15_sha512_raw": 0x000E, "rsassa_pkcsv15_sha1_raw": 0x000F,
+            "secp384r1_ecdsa_sha384_raw": 0x0010, "secp521r1_ecdsa_sha512_raw": 0x0011,
+            "ed25519_eddsa_sha512_raw": 0x0012, "ed448_eddsa_sha512_raw": 0x0013}
+ALG_KEY = {"ecc_x962_raw": 0x0100, "ecc_x962_der": 0x0101, "rsa_2048_raw": 0x0102, "rsa_2048_der": 0x0103,
+           "cose": 0x0104}
+ATTESTATION = {"basic_full": 0x3E07, "basic_surrogate": 0x3E08, "ecdaa": 0x3E09, "attca": 0x3E0A, "none": 0x3E0B,
+               "anonca": 0x3E0C}
+
+
+def load_metadata(paths):
+    """{AAID upper-cased: what a registration is checked against} from statement files (one statement or a JSON
+    array of them; v3.0 string form or the UAF 1.1 numeric form). A file the RP cannot use stops it at start."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            for s in data if isinstance(data, list) else [data]:
+                aaid = s["aaid"].upper()
+                if s.get("protocolFamily", "uaf") != "uaf":
+                    raise ValueError(f"{aaid}: protocolFamily is not uaf")
+                if aaid in out:
+                    raise ValueError(f"{aaid}: a second statement")
+                if "authenticationAlgorithms" in s:  # v3.0
+                    algs = {ALG_SIGN[a] for a in s["authenticationAlgorithms"]}
+                    keys = {ALG_KEY[k] for k in s["publicKeyAlgAndEncodings"]}
+                    attestation = {ATTESTATION[a] for a in s["attestationTypes"]}
+                else:  # UAF 1.1
+                    algs, keys = {int(s["authenticationAlgorithm"])}, {int(s["publicKeyAlgAndEncoding"])}
+                    attestation = {int(a) for a in s["attestationTypes"]}
+                roots = [base64.b64decode(r, validate=True) for r in s["attestationRootCertificates"]]
+                out[aaid] = dict(algs=algs, keys=keys, attestation=attestation, roots=roots,
+                                 version=int(s["authenticatorVersion"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"tokenbridge-rp: --metadata {path}: not a usable UAF metadata statement ({e!r})")
+    return out
+
+
+def issued_by(cert, issuer):
+    """`issuer`'s key signed `cert` (ECDSA, or RSA PKCS#1 v1.5). Names are not compared: the tests' attestation
+    certificates are made with `openssl x509 -new -key <root key>`, whose issuer name is their own subject."""
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    key = issuer.public_key()
+    try:
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        elif isinstance(key, rsa.RSAPublicKey):
+            key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), cert.signature_hash_algorithm)
+        else:
+            return False
+        return True
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+
+
 class RP:
     def __init__(self, args):
         self.args = args
+        # None: no statements loaded, every accepted AAID goes; else a registration needs its AAID's statement.
+        self.statements = load_metadata(args.metadata) if args.metadata else None
+        self.registered = []  # what each accepted registration's assertion said (GET /_admin/registration-facts)
         self.db = sqlite3.connect(args.db, check_same_thread=False)
         self.lock = threading.Lock()
         self.faults = []  # queued (status, delay) answers for tests
@@ -202,6 +282,8 @@ class RP:
                     raise Refused(1401, "no registration for this user")
                 criteria["keyIDs"] = keys
             req = {"header": header, "challenge": challenge, "policy": {"accepted": [[criteria]]}}
+            if ctx.get("transaction") and len(ctx["transaction"]) > 200:
+                raise Refused(1400, "a text/plain transaction is at most 200 characters (UAF Protocol v1.1 §3.5.1)")
             if ctx.get("transaction"):
                 req["transaction"] = [{"contentType": "text/plain", "content": b64u(ctx["transaction"].encode())}]
         else:
@@ -241,7 +323,7 @@ class RP:
         if f'{header["upv"]["major"]}.{header["upv"]["minor"]}' != upv:
             raise Refused(1400, "protocol version differs from the request")
         try:
-            fc = json.loads(unb64u(fc_params))
+            fc = json.loads(unb64u_strict(fc_params))
         except Exception:
             raise Refused(1498, "fcParams is not base64url JSON")
         if fc.get("challenge") != challenge:
@@ -254,7 +336,7 @@ class RP:
         assertion = assertions[0]
         if assertion.get("assertionScheme") != "UAFV1TLV":
             raise Refused(1498, "assertion scheme")
-        return username, fch, unb64u(assertion["assertion"]), tx, session
+        return username, fch, unb64u_strict(assertion["assertion"]), tx, session
 
     def register(self, body):
         username, fch, raw, _, session = self.check_response("Reg", body)
@@ -269,10 +351,23 @@ class RP:
         aaid = field(krd, "AAID")[0].decode(errors="replace")
         if aaid not in self.args.aaid:
             raise Refused(1492, f"AAID {aaid} not accepted")
+        statement = None
+        if self.statements is not None:
+            statement = self.statements.get(aaid.upper())
+            if statement is None:
+                raise Refused(1492, f"no metadata statement for AAID {aaid}")
         info = field(krd, "INFO")[0]
         if len(info) != 7:
             raise Refused(1498, "ASSERTION_INFO")
-        _, mode, sig_alg, key_enc = struct.unpack("<HBHH", info)
+        version, mode, sig_alg, key_enc = struct.unpack("<HBHH", info)
+        if statement is not None:
+            if version < statement["version"]:
+                raise Refused(1492, f"authenticatorVersion {version} is lower than the statement's "
+                                    f"{statement['version']}")
+            if sig_alg not in statement["algs"]:
+                raise Refused(1495, f"signature algorithm {sig_alg:#x} is not in the metadata statement")
+            if key_enc not in statement["keys"]:
+                raise Refused(1494, f"public key encoding {key_enc:#x} is not in the metadata statement")
         if field(krd, "FCH")[0] != fch:
             raise Refused(1498, "final challenge hash mismatch")
         key_id = field(krd, "KEYID")[0]
@@ -284,40 +379,59 @@ class RP:
         key = public_key(key_enc, pub)
         signed = struct.pack("<HH", TAG["KRD"], len(krd_bytes)) + krd_bytes
         att, att_children = field(top[0][2], "ATT_SURROGATE", required=False)
+        facts = {"aaid": aaid, "authenticatorVersion": version, "authenticationAlgorithm": sig_alg,
+                 "publicKeyAlgAndEncoding": key_enc,
+                 "attestationType": TAG["ATT_SURROGATE"] if att is not None else TAG["ATT_FULL"]}
         if att is not None:
             if self.args.attestation_root:
                 raise Refused(1496, "basic full attestation is required")
+            if statement is not None and TAG["ATT_SURROGATE"] not in statement["attestation"]:
+                raise Refused(1496, "surrogate attestation is not in the metadata statement")
             verify(key, sig_alg, field(att_children, "SIGNATURE")[0], signed)
         else:
             full, full_children = field(top[0][2], "ATT_FULL", required=False)
             if full is None:
                 raise Refused(1496, "no attestation")
-            self.check_full_attestation(full_children, sig_alg, signed)
+            if statement is not None and TAG["ATT_FULL"] not in statement["attestation"]:
+                raise Refused(1496, "basic full attestation is not in the metadata statement")
+            self.check_full_attestation(full_children, sig_alg, signed, statement)
         kid = b64u(key_id)
         if self.sql("SELECT 1 FROM registrations WHERE aaid=? AND key_id=?", aaid, kid):
             raise Refused(1498, "KeyID already registered")
         self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", username, aaid, kid, pub, key_enc, sign_counter,
                  device_id)
+        with self.lock:
+            self.registered.append(dict(facts, keyID=kid))
         self.finish(session, 1200, username)
         return {"statusCode": 1200, "description": f"registered {aaid} for {username}"}
 
-    def check_full_attestation(self, children, sig_alg, signed):
+    def check_full_attestation(self, children, sig_alg, signed, statement=None):
+        """The attestation certificates (TAG_ATTESTATION_CERT, repeatable: the leaf first, then any intermediates)
+        chain to a trust anchor: --attestation-root's, or one of the AAID's statement's attestationRootCertificates."""
         from cryptography import x509
         certs = [v for t, v, _ in children if t == 0x2E05]
         if not certs:
             raise Refused(1496, "basic full attestation without certificate")
         try:
-            leaf = x509.load_der_x509_certificate(certs[0])
+            chain = [x509.load_der_x509_certificate(c) for c in certs]
         except ValueError:
             raise Refused(1496, "attestation certificate does not parse")
-        verify(leaf.public_key(), sig_alg, field(children, "SIGNATURE")[0], signed)
-        if not self.args.attestation_root:
+        verify(chain[0].public_key(), sig_alg, field(children, "SIGNATURE")[0], signed)
+        anchors = []
+        if self.args.attestation_root:
+            with open(self.args.attestation_root, "rb") as f:
+                anchors.append(x509.load_pem_x509_certificate(f.read()))
+        for der in (statement or {}).get("roots", []):
+            try:
+                anchors.append(x509.load_der_x509_certificate(der))
+            except ValueError:
+                pass  # a root that does not parse vouches for nothing
+        if not anchors:
             raise Refused(1496, "no attestation trust anchor configured")
-        with open(self.args.attestation_root, "rb") as f:
-            root = x509.load_pem_x509_certificate(f.read())
-        try:
-            root.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(leaf.signature_hash_algorithm))
-        except (InvalidSignature, ValueError, TypeError):
+        for child, parent in zip(chain, chain[1:]):
+            if not issued_by(child, parent):
+                raise Refused(1496, "attestation certificate chain is broken")
+        if not any(chain[-1] == a or issued_by(chain[-1], a) for a in anchors):
             raise Refused(1496, "attestation certificate is not issued by the trust anchor")
         if self.args.verbose:
             sys.stderr.write("rp: basic full attestation verified\n")
@@ -666,6 +780,11 @@ class Handler(BaseHTTPRequestHandler):
             rows = rp.sql("SELECT username, aaid, key_id, device_id FROM registrations ORDER BY key_id")
             self.send(200, [dict(zip(("username", "aaid", "keyId", "deviceId"), r)) for r in rows], "application/json")
             return True
+        if path == "/_admin/registration-facts" and method == "GET":  # ASSERTION_INFO and attestation, per registration
+            with rp.lock:
+                facts = list(rp.registered)
+            self.send(200, facts, "application/json")
+            return True
         if path == "/_admin/last-signature" and method == "GET":
             self.send(200, {"signature": rp.last_signature}, "application/json")
             return True
@@ -851,6 +970,9 @@ def main():
     p.add_argument("--signature-window", type=float, default=300.0,
                    help="seconds a Device-Signature's creation time may differ from now")
     p.add_argument("--attestation-root", help="PEM trust anchor: basic full attestation required and checked")
+    p.add_argument("--metadata", action="append", default=[],
+                   help="a FIDO UAF metadata statement file (v3.0 or UAF 1.1 form; one statement or a JSON array; "
+                        "repeatable): registrations must then match their AAID's statement")
     p.add_argument("--link-base", default="https://tokenbridge.example/open",
                    help="the link dispatcher's base (its answer: <link-base>?dispatchTokenResponse=...)")
     p.add_argument("--port-file", help="write the chosen port here once listening")

@@ -29,6 +29,7 @@ public struct ErrorReport: Equatable, Sendable {
     case let e as BackendError: self = Self.backend(e)
     case let e as LocalDataError: self = Self.localData(e)
     case let e as DeviceServiceError: self = Self.device(e)
+    case let e as MetadataError: self = Self.metadata(e)
     case InteractionError.cancelled: self.init(status: .cancelled, message: "Cancelled.")
     case InteractionError.timedOut:
       self.init(status: .timedOut, message: "No answer within the time allowed; nothing was changed.")
