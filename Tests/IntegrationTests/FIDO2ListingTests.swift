@@ -12,7 +12,7 @@ import Testing
 /// PIN is set), and end every answer a key may give as a result or an error, never a hang or a crash: INIT
 /// answers to another nonce, KEEPALIVE, reports of other channels, a message over several packets, an error
 /// status, CTAPHID_ERROR, a U2F-only key, bad CBOR, silence.
-@Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
+@Suite(.tags(.pcscd), .serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
 struct FIDO2ListingTests {
   static let quick = FIDO2Deadlines(probeMs: 500, commandMs: 500, userPresenceMs: 500)
 
@@ -74,7 +74,7 @@ struct FIDO2ListingTests {
     }
   }
 
-  @Test func aSessionTakesTheSameAnswersAsTheListing() throws {
+  @Test(.tags(.slow)) func aSessionTakesTheSameAnswersAsTheListing() throws {
     // Each path gets a key of its own (the script serves one connection at a time), and room enough that only the
     // silent modes run out of time even while other suites load the machine (the whole suite runs in parallel).
     let roomy = FIDO2Deadlines(probeMs: 1500, commandMs: 1500, userPresenceMs: 1500)

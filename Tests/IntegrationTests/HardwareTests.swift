@@ -12,7 +12,7 @@ let hilSerial: UInt32? = {
 }()
 
 @Suite(
-  .serialized,
+  .serialized, .tags(.hardware),
   .enabled(
     if: hilSerial != nil, "hardware test: set TOKENBRIDGE_HIL=1 and TOKENBRIDGE_HIL_SERIAL, run Tools/hil"))
 struct HardwareTests {

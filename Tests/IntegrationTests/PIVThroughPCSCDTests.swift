@@ -7,7 +7,7 @@ import UAFCore
 
 /// PIV session and operations through the real pcscd, the vpcd driver and the virtual card.
 /// Needs the private pcscd of `Tools/with-pcscd` (Tools/test provides it); disabled, and so reported, without.
-@Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
+@Suite(.tags(.pcscd), .serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
 struct PIVThroughPCSCDTests {
   func discovered(_ id: String) throws -> DiscoveredToken {
     try #require(try TokenDiscovery().discover().found.first { $0.info.id == id })

@@ -164,7 +164,7 @@ extension PIVThroughPCSCDTests {
 }
 
 /// A FIDO2 key (virtual, through libfido2's custom I/O) as a UAF authenticator, and its password change.
-@Suite(.serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
+@Suite(.tags(.pcscd), .serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
 struct FIDO2AuthenticatorTests {
   func discovered(_ key: VirtualFIDO2Key) throws -> DiscoveredFIDO2 {
     var d = TokenDiscovery(includePUK: false)
