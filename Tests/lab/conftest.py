@@ -1,5 +1,6 @@
 """Token lab tests: one QEMU guest (Tools/lab) booted once per session; each test runs commands inside it with
-virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason.
+virtual tokens attached over USB/IP. When the lab cannot boot, every test is skipped with the reason (fails
+with it under LAB_REQUIRED=1, as Tools/test runs them).
 
 One suite for the virtual and the real device. A test that works with any token asks for the `dut` fixture (the
 device under test) and the interface it needs; by default that is a virtual device held for the module. With a
@@ -46,11 +47,19 @@ def _usbip_unavailable():
     return None if r.returncode == 0 and "--listen" in r.stdout + r.stderr else "virtual-token has no usbip command in this build"
 
 
+def _unavailable(reason):
+    """A lab that cannot boot: the tests are skipped with the reason, or fail when the run asked for the lab
+    (LAB_REQUIRED=1, as Tools/test sets it): a suite that was to run the lab must not pass without it."""
+    if os.environ.get("LAB_REQUIRED") == "1":
+        pytest.fail(f"the token lab was asked for (LAB_REQUIRED=1) and cannot run: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def guest():
     reason = _lab_unavailable()
     if reason:
-        pytest.skip(reason)
+        _unavailable(reason)
     extra = ["--passthrough", PASSTHROUGH] if PASSTHROUGH else []
     if SHARED_GUEST and PASSTHROUGH:
         pytest.fail("LAB_PASSTHROUGH needs a guest of its own (the token is passed in at boot): unset LAB_GUEST")
@@ -58,7 +67,7 @@ def guest():
     r = subprocess.run([LAB, "start", "--name", NAME, *extra], capture_output=True, text=True, timeout=400,
                        env={**os.environ, "TB_BIN": str(BIN)})
     if r.returncode != 0:
-        pytest.skip(f"lab did not boot: {r.stderr.strip()[-300:]}")
+        _unavailable(f"lab did not boot: {r.stderr.strip()[-300:]}")
     g = Guest()
     if STANDIN:
         if STANDIN != "composite":
@@ -110,7 +119,7 @@ def devices(guest):
                     "resident token")
     reason = _usbip_unavailable()
     if reason:
-        pytest.skip(reason)
+        _unavailable(reason)
     return guest
 
 
@@ -228,7 +237,7 @@ def dut(guest):
     if not RESIDENT:
         reason = _usbip_unavailable()
         if reason:
-            pytest.skip(reason)
+            _unavailable(reason)
         yield Dut(guest, None)
         release(guest)  # the module's held device: the next module starts with none
         return
