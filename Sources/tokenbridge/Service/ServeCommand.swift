@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Platform
 import TokenBridge
+import TokenBridgeService
 
 struct ServeCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -30,9 +31,10 @@ struct ServeCommand: ParsableCommand {
       throw ExitCode(r.status.rawValue)
     }
     do {
-      let service = try Service(address: address, configuration: configuration, idleTimeout: idleTimeout)
+      let service = try DesktopService(
+        address: address, configuration: configuration, idleTimeout: idleTimeout, verifiers: Self.verifier)
       try service.run()
-    } catch let e as DBusError {
+    } catch let e as ServiceBusError {
       FileIO.writeError("tokenbridge serve: \(e.message)\n")
       throw ExitCode(1)
     } catch let e as LibraryUnavailable {
@@ -40,4 +42,13 @@ struct ServeCommand: ParsableCommand {
       throw ExitCode(1)
     }
   }
+
+  /// A request's prompts: the CLI's prompter, pinentry only (the service has no terminal).
+  @Sendable static func verifier(_ pinentry: Pinentry, _ dialogContext: [String]) -> any RequestVerifier {
+    let prompter = Prompter(pinentry: pinentry)
+    prompter.dialogContext = dialogContext
+    return prompter
+  }
 }
+
+extension Prompter: RequestVerifier {}

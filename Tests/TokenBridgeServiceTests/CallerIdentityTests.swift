@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import TokenBridge
+@testable import TokenBridgeService
 
 /// The facet ID of a `tokenbridge serve` caller (docs/dbus-api.md, "Who is calling"), on a /proc tree built in a
 /// scratch directory: a Flatpak app only in a root of its own, a snap by its cgroup, anything else by its executable.

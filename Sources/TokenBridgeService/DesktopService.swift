@@ -1,0 +1,75 @@
+import DBus
+import Glibc
+import Platform
+import TokenBridge
+
+/// Why the service could not start or stopped serving: the bus refused it (no bus, the name owned by another).
+public struct ServiceBusError: Error, Equatable, Sendable {
+  public var message: String
+}
+
+/// The service on a real bus (`tokenbridge serve`): one thread owns the sd-bus connection (sd-bus is not
+/// thread-safe), dispatches what arrives, drains the outbox the workers fill, and ends once idle.
+public final class DesktopService {
+  let bus: SDBus
+  let dispatcher: ServiceDispatcher
+
+  /// Connects (the session bus, or `address`) and takes the bus name. `idleTimeout` 0: never idle.
+  public init(
+    address: String?, configuration: Configuration, idleTimeout: Double, verifiers: @escaping RequestVerifierFactory
+  ) throws {
+    do {
+      bus = try SDBus(address: address)
+      dispatcher = ServiceDispatcher(
+        bus: bus, configuration: configuration, operations: LibraryOperations(verifiers: verifiers),
+        idleTimeout: idleTimeout > 0 ? .milliseconds(Int64(idleTimeout * 1000)) : nil)
+      let connection = bus.connection
+      try connection.addObject(ServiceDispatcher.objectPath) { [unowned dispatcher] m in dispatcher.handleMain(m) }
+      try connection.addFallback(ServiceDispatcher.requestPrefix) { [unowned dispatcher] m in
+        dispatcher.handleRequest(m)
+      }
+      try connection.addMatch(
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'"
+      ) { [unowned dispatcher] m in dispatcher.nameOwnerChanged(m) }
+      try connection.requestName(ServiceDispatcher.busName)
+    } catch let e as DBusError {
+      throw ServiceBusError(message: e.message)
+    }
+  }
+
+  /// Serves until idle.
+  public func run() throws(ServiceBusError) {
+    signal(SIGPIPE, SIG_IGN)
+    let connection = bus.connection
+    do {
+      while true {
+        try connection.dispatch()
+        dispatcher.drainOutbox()
+        connection.flush()
+        if dispatcher.isIdle() { return }
+        waitForInput()
+      }
+    } catch {
+      throw ServiceBusError(message: error.message)
+    }
+  }
+
+  /// Sleeps until the bus or the outbox has something, sd-bus's own deadline, or a second (the idle check).
+  func waitForInput() {
+    let state = bus.connection.pollState
+    var fds = [
+      pollfd(fd: state.fd, events: state.events, revents: 0),
+      pollfd(fd: dispatcher.outbox.readFD, events: Int16(POLLIN), revents: 0),
+    ]
+    var ms: Int32 = 1000
+    if let deadline = state.deadlineMicros {
+      var now = timespec()
+      clock_gettime(CLOCK_MONOTONIC, &now)
+      let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+      ms = deadline <= nowMicros ? 0 : Int32(clamping: (deadline - nowMicros) / 1000 + 1)
+      ms = min(ms, 1000)
+    }
+    _ = poll(&fds, 2, ms)
+    if fds[1].revents != 0 { dispatcher.outbox.clearWake() }
+  }
+}

@@ -1,0 +1,120 @@
+import DBus
+import Glibc
+import Platform
+import TokenBridge
+
+/// The desktop service's decisions (docs/dbus-api.md): which calls are answered how, who is calling and what it
+/// may act for, which tokens are busy, when a request is cancelled, when the service is idle. It runs on the one
+/// thread that owns the bus; work that may touch a token, the network or a prompt runs on other threads and hands
+/// its outcome back through `outbox`, which `drainOutbox` turns into the reply or the `Response` signal.
+public final class ServiceDispatcher {
+  public static let busName = "org.tokenbridge.TokenBridge1"
+  public static let objectPath = "/org/tokenbridge/TokenBridge1"
+  public static let interface = "org.tokenbridge.TokenBridge1"
+  public static let requestPrefix = "/org/tokenbridge/TokenBridge1/request"
+  public static let requestInterface = "org.tokenbridge.TokenBridge1.Request"
+  public static let errorPrefix = "org.tokenbridge.TokenBridge1.Error."
+
+  let bus: any ServiceBus
+  let configuration: Configuration
+  let operations: any ServiceOperations
+  /// The identity of the process the bus's credentials name (`CallerIdentity.of(credentials:)`; tests: a table).
+  let identify: (DBusValue) -> CallerIdentity?
+  let uid: UInt32
+  let idleTimeout: Duration?
+  var nextRequest = 1
+  var requests: [String: Request] = [:]
+  /// Method calls answered later, by id.
+  var pendingCalls: [Int: any BusCall] = [:]
+  var nextCall = 1
+  /// Tokens an operation runs on ("*": every token, an operation without options["token"]) → its request path.
+  var busy: [String: String] = [:]
+  /// Callers' identities by unique name (dropped when the name leaves the bus).
+  var identities: [String: CallerIdentity] = [:]
+  /// Registrations answered to a caller, by response message: NotifyUAFResult abandons one the server refused.
+  var answered: [String: (sender: String, keyID: String)] = [:]
+  var lastActivity = ContinuousClock.now
+  /// The tokens the last operation found (`ServiceWork.Context.seen`).
+  var seen: [TokenInfo] = []
+  public let outbox = Outbox()
+
+  /// One open request (a ProcessUAFOperation or ProcessOutOfBand).
+  final class Request {
+    let path: String
+    let sender: String
+    let token: String
+    let control = RequestControl()
+    init(path: String, sender: String, token: String) {
+      self.path = path
+      self.sender = sender
+      self.token = token
+    }
+  }
+
+  /// `idleTimeout` nil: never idle.
+  public init(
+    bus: any ServiceBus, configuration: Configuration, operations: any ServiceOperations, idleTimeout: Duration?,
+    uid: UInt32 = getuid(), identify: @escaping (DBusValue) -> CallerIdentity? = CallerIdentity.of(credentials:)
+  ) {
+    self.bus = bus
+    self.configuration = configuration
+    self.operations = operations
+    self.idleTimeout = idleTimeout
+    self.uid = uid
+    self.identify = identify
+  }
+
+  // MARK: Life cycle
+
+  /// Nothing open and nothing being answered.
+  public var hasNoWork: Bool { requests.isEmpty && pendingCalls.isEmpty }
+
+  /// No request has run for the idle timeout and none is open: the service may end.
+  public func isIdle(now: ContinuousClock.Instant = .now) -> Bool {
+    guard let idleTimeout, hasNoWork else { return false }
+    return now - lastActivity >= idleTimeout
+  }
+
+  // MARK: Answers
+
+  func reply(_ call: any BusCall, _ values: [DBusValue]) {
+    do { try bus.reply(to: call, values) } catch {
+      bus.replyError(to: call, name: Self.errorPrefix + "Failed", message: "255: \(error)")
+    }
+  }
+
+  /// An error reply whose text starts with the UAF code (docs/dbus-api.md, "Errors").
+  func replyError(_ call: any BusCall, _ name: String, _ code: UAFErrorCode, _ text: String) {
+    bus.replyError(to: call, name: Self.errorPrefix + name, message: "\(code.rawValue): \(text)")
+  }
+
+  /// A desktop notification, best effort (no notification daemon: nothing).
+  func notify(_ summary: String, _ body: String) {
+    try? bus.callWithoutReply(
+      destination: "org.freedesktop.Notifications", path: "/org/freedesktop/Notifications",
+      interface: "org.freedesktop.Notifications", member: "Notify",
+      [
+        .string("TokenBridge"), .uint32(0), .string("security-high"), .string(summary), .string(body),
+        .array(element: "s", []), .dict([]), .int32(-1),
+      ])
+  }
+
+  /// Runs `body` on a thread of its own; its outcome is the reply to `call`.
+  func work(_ call: any BusCall, _ body: @escaping @Sendable () -> Outbox.Outcome) {
+    let id = nextCall
+    nextCall += 1
+    pendingCalls[id] = call
+    let outbox = self.outbox
+    POSIXThread.start {
+      switch body() {
+      case .values(let v): outbox.post(.reply(id: id, values: v))
+      case .failure(let name, let code, let text): outbox.post(.error(id: id, name: name, code: code, text: text))
+      }
+    }
+  }
+
+  /// What a worker needs of the service (Sendable).
+  func snapshot() -> ServiceWork.Context {
+    ServiceWork.Context(configuration: configuration, busyTokens: Set(busy.keys), seen: seen)
+  }
+}
