@@ -77,25 +77,25 @@ extension ServiceDispatcher {
   }
 
   func discover(_ call: any BusCall) {
-    let context = snapshot()
+    let live = self.live
     let operations = self.operations
-    work(call) { operations.discover(context) }
+    work(call) { operations.discover(live.read()) }
   }
 
   func listTokens(_ call: any BusCall, options: DBusValue) {
     let token = options["token"]?.stringValue
-    let context = snapshot()
+    let live = self.live
     let operations = self.operations
-    work(call) { operations.listTokens(context, token: token) }
+    work(call) { operations.listTokens(live.read(), token: token) }
   }
 
   func checkPolicy(_ call: any BusCall, _ identity: CallerIdentity, message: DBusValue, options: DBusValue) {
     guard let facet = facet(call, identity, options) else { return }
     let text = message.stringValue ?? ""
     let token = options["token"]?.stringValue
-    let context = snapshot()
+    let live = self.live
     let operations = self.operations
-    work(call) { operations.checkPolicy(context, message: text, facet: facet, token: token) }
+    work(call) { operations.checkPolicy(live.read(), message: text, facet: facet, token: token) }
   }
 
   /// A registration answered to this caller that the server refused is abandoned; anything else is a no-op.

@@ -1,6 +1,7 @@
 import DBus
 import Glibc
 import Platform
+import Synchronization
 import TokenBridge
 
 /// The desktop service's decisions (docs/dbus-api.md): which calls are answered how, who is calling and what it
@@ -28,14 +29,21 @@ public final class ServiceDispatcher {
   var pendingCalls: [Int: any BusCall] = [:]
   var nextCall = 1
   /// Tokens an operation runs on ("*": every token, an operation without options["token"]) → its request path.
-  var busy: [String: String] = [:]
+  var busy: [String: String] = [:] {
+    didSet { live.update { $0.busyTokens = Set(busy.keys) } }
+  }
   /// Callers' identities by unique name (dropped when the name leaves the bus).
   var identities: [String: CallerIdentity] = [:]
   /// Registrations answered to a caller, by response message: NotifyUAFResult abandons one the server refused.
   var answered: [String: (sender: String, keyID: String)] = [:]
   var lastActivity = ContinuousClock.now
-  /// The tokens the last operation found (`ServiceWork.Context.seen`).
-  var seen: [TokenInfo] = []
+  /// The tokens last found (`ServiceWork.Context.seen`).
+  var seen: [TokenInfo] = [] {
+    didSet { live.update { $0.seen = seen } }
+  }
+  /// What workers read when they start: the busy tokens and the tokens last found as they are then, not as they
+  /// were when the call was queued.
+  let live: LiveContext
   public let outbox = Outbox()
 
   /// One open request (a ProcessUAFOperation or ProcessOutOfBand).
@@ -62,6 +70,8 @@ public final class ServiceDispatcher {
     self.idleTimeout = idleTimeout
     self.uid = uid
     self.identify = identify
+    let outbox = self.outbox
+    live = LiveContext(ServiceWork.Context(configuration: configuration, found: { outbox.post(.seen($0)) }))
   }
 
   // MARK: Life cycle
@@ -113,8 +123,14 @@ public final class ServiceDispatcher {
     }
   }
 
-  /// What a worker needs of the service (Sendable).
-  func snapshot() -> ServiceWork.Context {
-    ServiceWork.Context(configuration: configuration, busyTokens: Set(busy.keys), seen: seen)
-  }
+  /// What a worker needs of the service, as it is now.
+  func snapshot() -> ServiceWork.Context { live.read() }
+}
+
+/// The busy tokens and the tokens last found, written by the dispatcher, read by a worker when its work starts.
+final class LiveContext: Sendable {
+  let context: Mutex<ServiceWork.Context>
+  init(_ context: ServiceWork.Context) { self.context = Mutex(context) }
+  func read() -> ServiceWork.Context { context.withLock { $0 } }
+  func update(_ change: (inout ServiceWork.Context) -> Void) { context.withLock { change(&$0) } }
 }

@@ -179,6 +179,16 @@ public struct UAFEnvironment {
     try client.checkPolicy(message)
   }
 
+  /// checkPolicy over tokens known from an earlier listing, without asking any token (the desktop service while
+  /// another operation holds them).
+  public func checkPolicy(input: [UInt8], facetID: String?, known: [TokenInfo]) throws(OperationError) {
+    var (client, message) = try uafClient(
+      input: input, facetID: facetID, channelBinding: nil, tokens: UAFTokens(piv: [], fido2: []),
+      authenticatorSelector: nil)
+    client.knownTokens = known
+    try client.checkPolicy(message)
+  }
+
   /// A registration answered by `processUAFOperation` that the server then refused: forgotten locally (its slot
   /// stays recorded as ours and is reused).
   public func abandonRegistration(_ keyID: String) throws(OperationError) {
