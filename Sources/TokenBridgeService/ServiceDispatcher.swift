@@ -23,6 +23,8 @@ public final class ServiceDispatcher {
   let identify: (DBusValue) -> CallerIdentity?
   let uid: UInt32
   let idleTimeout: Duration?
+  /// The worker threads of listings and policy checks, with their per-caller bound.
+  let pool: TokenWorkPool
   var nextRequest = 1
   var requests: [String: Request] = [:]
   /// Method calls answered later, by id.
@@ -62,8 +64,10 @@ public final class ServiceDispatcher {
   /// `idleTimeout` nil: never idle.
   public init(
     bus: any ServiceBus, configuration: Configuration, operations: any ServiceOperations, idleTimeout: Duration?,
-    uid: UInt32 = getuid(), identify: @escaping (DBusValue) -> CallerIdentity? = CallerIdentity.of(credentials:)
+    pool: TokenWorkPool = TokenWorkPool(), uid: UInt32 = getuid(),
+    identify: @escaping (DBusValue) -> CallerIdentity? = CallerIdentity.of(credentials:)
   ) {
+    self.pool = pool
     self.bus = bus
     self.configuration = configuration
     self.operations = operations
@@ -109,18 +113,25 @@ public final class ServiceDispatcher {
       ])
   }
 
-  /// Runs `body` on a thread of its own; its outcome is the reply to `call`.
+  /// Queues `body` in the pool under the caller; its outcome is the reply to `call`. A caller at its bound (or a
+  /// pool at its own) is answered Busy at once.
   func work(_ call: any BusCall, _ body: @escaping @Sendable () -> Outbox.Outcome) {
     let id = nextCall
-    nextCall += 1
-    pendingCalls[id] = call
     let outbox = self.outbox
-    POSIXThread.start {
+    let queued = pool.submit(caller: call.sender ?? "") {
       switch body() {
       case .values(let v): outbox.post(.reply(id: id, values: v))
       case .failure(let name, let code, let text): outbox.post(.error(id: id, name: name, code: code, text: text))
       }
     }
+    guard queued else {
+      replyError(
+        call, "Busy", .insufficientAuthenticatorResources,
+        "too many calls are waiting (at most \(pool.limits.perCaller) per caller): try again once some are answered")
+      return
+    }
+    nextCall += 1
+    pendingCalls[id] = call
   }
 
   /// What a worker needs of the service, as it is now.

@@ -76,8 +76,13 @@ final class FakeBus: ServiceBus {
 final class FakeOperations: ServiceOperations {
   let released = Mutex<Set<String>>([])
   let started = Mutex<[RequestWork]>([])
+  /// While true, Discover does not answer.
+  let holdDiscover = Mutex(false)
 
-  func discover(_ c: ServiceWork.Context) -> Outbox.Outcome { .values([.dict([])]) }
+  func discover(_ c: ServiceWork.Context) -> Outbox.Outcome {
+    while holdDiscover.withLock({ $0 }) { usleep(1000) }
+    return .values([.dict([])])
+  }
   func listTokens(_ c: ServiceWork.Context, token: String?) -> Outbox.Outcome {
     .values([.array(element: "a{sv}", [])])
   }

@@ -13,7 +13,8 @@ import TokenBridge
 
   init() {
     dispatcher = ServiceDispatcher(
-      bus: bus, configuration: Configuration(), operations: operations, idleTimeout: .seconds(60), uid: 1000,
+      bus: bus, configuration: Configuration(), operations: operations, idleTimeout: .seconds(60),
+      pool: TokenWorkPool(limits: .init(workers: 1, perCaller: 3, total: 100)), uid: 1000,
       identify: { creds in
         guard case .uint32(let pid)? = creds["ProcessID"] else { return nil }
         return CallerIdentity(kind: .executable, name: "/usr/bin/app\(pid)")
@@ -127,6 +128,18 @@ import TokenBridge
     #expect(dispatcher.busy == ["fido2-1": ServiceDispatcher.requestPrefix + "/2"])
     operations.release("b")
     #expect(settle(dispatcher) { dispatcher.requests.isEmpty })
+  }
+
+  @Test func aCallerOverItsBoundIsBusyAndAnotherIsServed() {
+    operations.holdDiscover.withLock { $0 = true }
+    for _ in 0..<5 { #expect(dispatcher.handleMain(FakeCall(from: ":1.5", "Discover"))) }
+    #expect(bus.errors.count == 2)
+    #expect(bus.errors.allSatisfy { $0.name == ServiceDispatcher.errorPrefix + "Busy" && $0.message.hasPrefix("15: ") })
+    #expect(dispatcher.handleMain(FakeCall(from: ":1.6", "ListTokens", [.dict([])])))
+    #expect(bus.errors.count == 2)
+    operations.holdDiscover.withLock { $0 = false }
+    #expect(settle(dispatcher) { bus.replies.count == 4 })
+    #expect(dispatcher.pendingCalls.isEmpty)
   }
 
   @Test func idleOnlyWithNothingOpenAndAfterTheTimeout() {

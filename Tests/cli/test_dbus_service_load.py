@@ -13,12 +13,46 @@ import time
 import pytest
 
 from conftest import TOKENBRIDGE, wait_until
-from test_dbus_service import (MY_FACET, NAME, PATH, REQUEST_IFACE, SERVICE, bus, call, has_owner, home,  # noqa: F401
-                               pinentry_log, process, response, scenario, unwrap)
+from test_dbus_service import (MY_FACET, NAME, PATH, REQUEST_IFACE, SERVICE, Bus, bus, call, has_owner,  # noqa: F401
+                               home, pinentry_log, process, response, scenario, unwrap)
 from test_uaf import rp as rps  # noqa: F401
 
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call  # noqa: E402
 from jeepney.wrappers import DBusErrorResponse  # noqa: E402
+
+
+class SessionLimitsBus(Bus):
+    """A private bus with the session bus's limits (Debian's session.conf: 50000 pending replies per connection,
+    where a bare configuration allows 128), so one caller can have hundreds of calls in flight, as on a desktop."""
+
+    def __init__(self, tmp_path, env):
+        super().__init__(tmp_path, env)
+        self.daemon.terminate()
+        self.daemon.wait(timeout=10)
+        conf = tmp_path / "bus.conf"
+        conf.write_text(conf.read_text().replace(
+            "<auth>EXTERNAL</auth>",
+            '<auth>EXTERNAL</auth>\n  <limit name="max_replies_per_connection">50000</limit>'))
+        self.daemon = subprocess.Popen(["dbus-daemon", f"--config-file={conf}", "--print-address", "--nofork"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                       env=dict(os.environ, **env))
+        self.address = self.daemon.stdout.readline().strip()
+        assert self.address.startswith("unix:"), self.address
+
+
+@pytest.fixture
+def session_bus(tmp_path, home, scenario):  # noqa: F811
+    started = []
+
+    def make(extra_env=None):
+        b = SessionLimitsBus(tmp_path, dict(home, **(extra_env or {})))
+        started.append(b)
+        b.start()
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
 
 
 def requests_seen(d):
@@ -67,3 +101,61 @@ def test_check_policy_answers_while_another_callers_pin_dialog_is_up(cards, bus,
     a.send_and_get_reply(new_method_call(DBusAddress(path, bus_name=NAME, interface=REQUEST_IFACE), "Close"))
     code, results, _ = response(a, path, timeout=30)
     assert code == 1 and results["errorCode"] == 3, results
+
+
+def flood(conn, n):
+    """Sends n Discover and ListTokens calls without waiting; returns their serials."""
+    serials = []
+    for i in range(n):
+        m = new_method_call(SERVICE, "Discover") if i % 2 else new_method_call(SERVICE, "ListTokens", "a{sv}", ({},))
+        serials.append(100000 + i)
+        conn.send(m, serial=serials[-1])
+    return serials
+
+
+def collect(conn, serials, timeout=120):
+    """The replies to `serials`: (ok, busy, other errors)."""
+    want = set(serials)
+    ok = busy = 0
+    other = []
+    end = time.monotonic() + timeout
+    while want and time.monotonic() < end:
+        msg = conn.receive(timeout=max(0.1, end - time.monotonic()))
+        serial = msg.header.fields.get(HeaderFields.reply_serial)
+        if serial not in want:
+            continue
+        want.discard(serial)
+        if msg.header.message_type == MessageType.error:
+            name = msg.header.fields.get(HeaderFields.error_name)
+            text = msg.body[0] if msg.body else ""
+            if name == NAME + ".Error.Busy" and text.startswith("15: "):
+                busy += 1
+            else:
+                other.append((name, text))
+        else:
+            ok += 1
+    assert not want, f"{len(want)} calls got no answer"
+    return ok, busy, other
+
+
+def test_a_flood_of_calls_from_one_caller_is_bounded_and_the_others_are_served(card, session_bus, tmp_path):
+    b = session_bus()
+    pid = b.service.pid
+    base_sockets = service_sockets(pid)
+    flooder = b.connect()
+    serials = flood(flooder, 250)
+    peak = 0
+    other = b.connect()
+    for _ in range(3):
+        [listed] = unwrap(call(other, "ListTokens", "a{sv}", {}, timeout=60)[0])
+        assert listed["token"] == card.id
+        r = subprocess.run([TOKENBRIDGE, "tokens"], capture_output=True, text=True, env=dict(os.environ, **b.env),
+                           timeout=60)
+        assert r.returncode == 0 and card.id in r.stdout, r.stderr
+        peak = max(peak, service_sockets(pid) - base_sockets)
+    ok, busy, errors = collect(flooder, serials)
+    assert errors == []
+    assert ok + busy == 250 and ok >= 16 and busy > 0, (ok, busy)
+    # PC/SC contexts (one socket each) stay within the pool's workers whatever the flood.
+    assert peak <= 4, peak
+    assert threads(pid) <= 12, threads(pid)
