@@ -159,3 +159,48 @@ def test_a_flood_of_calls_from_one_caller_is_bounded_and_the_others_are_served(c
     # PC/SC contexts (one socket each) stay within the pool's workers whatever the flood.
     assert peak <= 4, peak
     assert threads(pid) <= 12, threads(pid)
+
+
+def test_a_caller_with_a_fifo_for_flatpak_info_does_not_stop_the_service(card, bus, tmp_path):
+    b = bus()
+    root = tmp_path / "root"
+    root.mkdir()
+    os.mkfifo(root / ".flatpak-info")
+    # The caller connects, then moves into a root of its own whose /.flatpak-info is a FIFO (as root: chroot; else
+    # an unprivileged user and mount namespace first), then calls.
+    client = tmp_path / "fifo_client.py"
+    client.write_text(textwrap.dedent(f"""\
+        import os, sys
+        from jeepney import DBusAddress, HeaderFields, new_method_call
+        from jeepney.io.blocking import open_dbus_connection
+        c = open_dbus_connection(bus={b.address!r})
+        a = DBusAddress({PATH!r}, bus_name={NAME!r}, interface={NAME!r})
+        m = new_method_call(a, "CheckPolicy", "sa{{sv}}", ("not json", {{}}))
+        os.chroot({str(root)!r})
+        os.chdir("/")
+        c.send(m, serial=77)
+        print("sent", flush=True)
+        while True:
+            r = c.receive(timeout=60)
+            if r.header.fields.get(HeaderFields.reply_serial) == 77:
+                break
+        print(r.header.message_type.name, r.body, flush=True)
+        """))
+    wrap = [] if os.getuid() == 0 else ["unshare", "-r", "-m"]
+    p = subprocess.Popen([*wrap, sys.executable, str(client)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "sent"
+        c = b.connect()
+        # The others are answered while (and after) the service looks at that caller.
+        for _ in range(3):
+            assert unwrap(call(c, "Discover", timeout=15)[0])["clientVendor"] == "TokenBridge"
+        out, err = p.communicate(timeout=60)
+        out = out.strip()
+        # That caller is its executable (a FIFO is no Flatpak identity): its CheckPolicy is answered.
+        assert p.returncode == 0, err
+        assert out == "method_return (6,)", out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
