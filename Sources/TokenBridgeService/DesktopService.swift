@@ -37,21 +37,36 @@ public final class DesktopService {
     }
   }
 
-  /// Serves until idle.
+  /// Serves until idle, then gives the bus name back and answers every call that reached the service before
+  /// that (the bus routes the later ones to the next instance it starts), then returns.
   public func run() throws(ServiceBusError) {
     signal(SIGPIPE, SIG_IGN)
     let connection = bus.connection
     do {
+      while !dispatcher.isIdle() {
+        try serveOnce()
+        if dispatcher.isIdle() { break }
+        waitForInput()
+      }
+      // The bus routed every call it sent here before the release ahead of its reply: once it returned, they are
+      // all read or readable, and `dispatch` handles them all (it reads until nothing is left).
+      try connection.releaseName(ServiceDispatcher.busName)
       while true {
-        try connection.dispatch()
-        dispatcher.drainOutbox()
-        connection.flush()
-        if dispatcher.isIdle() { return }
+        try serveOnce()
+        if dispatcher.hasNoWork { return }
         waitForInput()
       }
     } catch {
       throw ServiceBusError(message: error.message)
     }
+  }
+
+  /// Handles what has arrived, then answers what the workers finished.
+  func serveOnce() throws(DBusError) {
+    let connection = bus.connection
+    try connection.dispatch()
+    dispatcher.drainOutbox()
+    connection.flush()
   }
 
   /// Sleeps until the bus or the outbox has something, sd-bus's own deadline, or a second (the idle check).

@@ -204,3 +204,44 @@ def test_a_caller_with_a_fifo_for_flatpak_info_does_not_stop_the_service(card, b
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_idle_exit_answers_every_call_already_sent(bus, tmp_path):
+    # A service that idles out after 0.2 s, started by the bus for each call that finds no owner; Peer.Ping (which
+    # sd-bus answers itself) never resets its idle timer, so it exits again and again while calls keep coming.
+    b = bus(start=False)
+    starts = tmp_path / "starts"
+    serve = tmp_path / "serve.sh"
+    serve.write_text(f"#!/bin/sh\necho start >> '{starts}'\nexec '{TOKENBRIDGE}' serve --idle-timeout 0.2\n")
+    serve.chmod(0o755)
+    (b.services / f"{NAME}.service").write_text(f"[D-BUS Service]\nName={NAME}\nExec={serve}\n")
+    import threading
+    errors, answered = [], [0]
+    lock = threading.Lock()
+
+    def lives():
+        return len(starts.read_text().split()) if starts.exists() else 0
+
+    def caller():
+        # Calls until the service has started (and so idled out) five times, each waiting for its answer.
+        c = b.connect()
+        ping = new_method_call(DBusAddress(PATH, bus_name=NAME, interface="org.freedesktop.DBus.Peer"), "Ping")
+        for i in range(100000):
+            if i % 50 == 0 and lives() >= 40:
+                break
+            r = c.send_and_get_reply(ping, timeout=30)
+            with lock:
+                if r.header.message_type == MessageType.error:
+                    errors.append(r.header.fields.get(HeaderFields.error_name))
+                else:
+                    answered[0] += 1
+        c.close()
+
+    workers = [threading.Thread(target=caller) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=600)
+    assert errors == [], (errors[:5], len(errors), answered[0])
+    # The calls spanned several lives of the service (else the test proved nothing).
+    assert lives() >= 40
