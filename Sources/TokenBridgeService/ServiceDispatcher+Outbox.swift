@@ -25,10 +25,28 @@ extension ServiceDispatcher {
     }
   }
 
-  /// The request's `Response`, to its caller only; the request and its busy tokens are gone after it.
-  func sendResponse(_ path: String, _ outcome: RequestOutcome) {
+  /// The request's `Response`, to its caller only; the request and its busy tokens are gone after it. A
+  /// registration it answers is confirmed locally here, on the thread that handles Close and callers leaving, so
+  /// it is kept exactly when the answer goes out: a request cancelled first gets Cancelled and keeps nothing.
+  func sendResponse(_ path: String, _ answer: RequestOutcome) {
     guard let request = requests.removeValue(forKey: path) else { return }
     busy = busy.filter { $0.value != path }
+    var outcome = answer
+    if case .string(let keyID)? = outcome.results.first(where: { $0.key == "registeredKeyID" })?.value {
+      let keep = !request.control.isCancelled
+      let failure = operations.settleRegistration(snapshot(), keyID: keyID, keep: keep)
+      if !keep {
+        outcome = ServiceWork.outcome(OperationError.cancelled, cancelled: true)
+      } else if let failure {
+        _ = operations.settleRegistration(snapshot(), keyID: keyID, keep: false)
+        outcome = RequestOutcome(
+          response: 2,
+          results: [
+            .init("errorCode", .uint32(UAFErrorCode.unknown.rawValue)), .init("error", .string(failure)),
+            .init("exitStatus", .uint32(UInt32(ExitStatus.localData.rawValue))),
+          ])
+      }
+    }
     let results = outcome.results
     if case .string(let message)? = results.first(where: { $0.key == "message" })?.value,
       case .string(let keyID)? = results.first(where: { $0.key == "registeredKeyID" })?.value

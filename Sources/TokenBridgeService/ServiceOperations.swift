@@ -7,9 +7,13 @@ public protocol ServiceOperations: Sendable {
   func listTokens(_ c: ServiceWork.Context, token: String?) -> Outbox.Outcome
   func checkPolicy(_ c: ServiceWork.Context, message: String, facet: String, token: String?) -> Outbox.Outcome
   func abandon(_ c: ServiceWork.Context, keyID: String) -> Outbox.Outcome
-  /// A request object's operation; `control` says when it is cancelled, `outbox` takes notifications.
+  /// A request object's operation; `control` says when it is cancelled, `outbox` takes notifications. A
+  /// registration it answers (`registeredKeyID` in the results) stays pending until `settleRegistration`.
   func process(_ c: ServiceWork.Context, _ work: RequestWork, control: RequestControl, outbox: Outbox)
     -> RequestOutcome
+  /// Confirms (`keep`) or abandons a registration a request answered, as its Response goes out (or is cancelled);
+  /// nil, or why it could not be done.
+  func settleRegistration(_ c: ServiceWork.Context, keyID: String, keep: Bool) -> String?
 }
 
 /// The library's operations: what `uaf discover`, `tokens`, `uaf process` and `oob` run, prompts through the
@@ -33,6 +37,10 @@ public struct LibraryOperations: ServiceOperations {
 
   public func abandon(_ c: ServiceWork.Context, keyID: String) -> Outbox.Outcome {
     ServiceWork.abandon(c, keyID: keyID)
+  }
+
+  public func settleRegistration(_ c: ServiceWork.Context, keyID: String, keep: Bool) -> String? {
+    ServiceWork.settleRegistration(c, keyID: keyID, keep: keep)
   }
 
   public func process(_ c: ServiceWork.Context, _ work: RequestWork, control: RequestControl, outbox: Outbox)

@@ -47,6 +47,16 @@ extension ServiceWork {
     ["App: \(displayable(app))"] + (server.map { ["Server: \(displayable($0))"] } ?? [])
   }
 
+  /// What a request answers once its registration is settled: `keep` the registration is confirmed locally (the
+  /// answer goes out), else abandoned (the request was cancelled first); nil, or why it could not be.
+  static func settleRegistration(_ c: Context, keyID: String, keep: Bool) -> String? {
+    do {
+      let env = try UAFEnvironment(configuration: c.configuration)
+      if keep { try env.confirmRegistration(keyID) } else { try env.abandonRegistration(keyID) }
+      return nil
+    } catch { return ErrorReport(error).message }
+  }
+
   static func outcome(_ error: Error, cancelled: Bool) -> RequestOutcome {
     let report = ErrorReport(error)
     let code = cancelled ? UAFErrorCode.userCancelled : UAFErrorCode(error)
@@ -80,11 +90,16 @@ extension ServiceWork {
       }
       control.attach(tokens.cancellers)
       outbox.post(.seen(tokens.infos))
+      // A registration stays pending until its answer is sent (`settleRegistration`): a request cancelled before
+      // that (Close, the caller gone) keeps nothing locally that the server never got.
       let (envelope, keyID) = try env.processUAFOperation(
         input: Array(message.utf8), facetID: work.facet,
         channelBinding: channelBinding.isEmpty ? nil : channelBinding, tokens: tokens, verifier: verifier,
-        accountSelector: choice, authenticatorSelector: choice)
-      if control.isCancelled { throw OperationError.cancelled }
+        accountSelector: choice, authenticatorSelector: choice, confirm: false)
+      if control.isCancelled {
+        if let keyID { try env.abandonRegistration(keyID) }
+        throw OperationError.cancelled
+      }
       outbox.post(.notify(summary: "TokenBridge", body: "Done for \(app)."))
       var results: [DBusValue.DictEntry] = [
         .init("message", .string(envelope)), .init("errorCode", .uint32(0)), .init("exitStatus", .uint32(0)),

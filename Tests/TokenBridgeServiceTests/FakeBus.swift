@@ -91,6 +91,13 @@ final class FakeOperations: ServiceOperations {
   }
   func abandon(_ c: ServiceWork.Context, keyID: String) -> Outbox.Outcome { .values([]) }
 
+  /// Registrations settled: (keyID, kept).
+  let settled = Mutex<[String]>([])
+  func settleRegistration(_ c: ServiceWork.Context, keyID: String, keep: Bool) -> String? {
+    settled.withLock { $0.append("\(keyID) \(keep ? "kept" : "abandoned")") }
+    return nil
+  }
+
   /// Runs until `release(message)` or the request's cancellation.
   func process(_ c: ServiceWork.Context, _ work: RequestWork, control: RequestControl, outbox: Outbox)
     -> RequestOutcome

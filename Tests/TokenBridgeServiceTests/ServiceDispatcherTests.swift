@@ -116,6 +116,31 @@ import TokenBridge
     #expect(lastError() == ServiceDispatcher.errorPrefix + "NotFound 255: no request \(path)")
   }
 
+  /// A registration is kept locally exactly when its answer goes out: one whose request was closed before is
+  /// abandoned, and the caller hears Cancelled.
+  @Test func aRegistrationIsKeptOnlyWhenItsAnswerGoesOut() {
+    let registered = RequestOutcome(
+      response: 0,
+      results: [
+        .init("message", .string("{}")), .init("errorCode", .uint32(0)), .init("registeredKeyID", .string("k1")),
+      ])
+    process(from: ":1.5", "a", token: "piv-1")
+    dispatcher.requests.values.first!.control.cancel()
+    dispatcher.sendResponse(ServiceDispatcher.requestPrefix + "/1", registered)
+    #expect(operations.settled.withLock { $0 } == ["k1 abandoned"])
+    #expect(bus.signals.last?.values.first == .uint32(1))
+    process(from: ":1.5", "b", token: "piv-2")
+    var second = registered
+    second.results[2] = .init("registeredKeyID", .string("k2"))
+    dispatcher.sendResponse(ServiceDispatcher.requestPrefix + "/2", second)
+    #expect(operations.settled.withLock { $0 } == ["k1 abandoned", "k2 kept"])
+    #expect(
+      bus.signals.last?.values == [
+        .uint32(0), .dict([.init("message", .string("{}")), .init("errorCode", .uint32(0))]),
+      ])
+    #expect(dispatcher.busy.isEmpty)
+  }
+
   @Test func aCallerLeavingTheBusCancelsItsRequestsOnly() {
     process(from: ":1.5", "a", token: "piv-1")
     process(from: ":1.6", "b", token: "fido2-1")

@@ -245,3 +245,41 @@ def test_idle_exit_answers_every_call_already_sent(bus, tmp_path):
     assert errors == [], (errors[:5], len(errors), answered[0])
     # The calls spanned several lives of the service (else the test proved nothing).
     assert lives() >= 40
+
+
+def test_a_registration_closed_while_the_card_works_is_not_kept(cards, bus, rps, scenario, tmp_path):
+    hook = tmp_path / "requests"
+    hook.mkdir()
+    cards(args=("--pause-dir", str(hook)))
+    server = rps("--facet", MY_FACET)
+    b = bus()
+    c = b.connect()
+    gate = tmp_path / "gate"
+    scenario([f"@wait:{gate}:123456", "123456"])
+    path = process(c, server.request("Reg", username="alice")["uafRequest"])
+    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "the PIN dialog")
+    # The card stops after the second request it gets once the PIN is typed (VERIFY, then the key's generation):
+    # the PIN was given and the card works when the caller closes the request.
+    (hook / ".arm").write_text("2 after\n")
+    os.rename(hook / ".arm", hook / "arm")
+    gate.write_text("")
+    wait_until(lambda: (hook / "paused").exists(), "the card at work", timeout=30)
+    c.send_and_get_reply(new_method_call(DBusAddress(path, bus_name=NAME, interface=REQUEST_IFACE), "Close"))
+    os.unlink(hook / "paused")
+    code, results, _ = response(c, path, timeout=60)
+    assert code == 1 and results["errorCode"] == 3, results
+    env = dict(os.environ, **b.env)
+
+    def local():
+        r = subprocess.run([TOKENBRIDGE, "authenticators", "--all", "--json"], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        # Registered and pending records (an abandoned slot stays ours, with no key: not a registration).
+        return [row["keyID"] for row in __import__("json").loads(r.stdout) if row["state"] != "abandoned"]
+
+    # Nothing is registered locally that the server lacks.
+    assert server.registrations() == [] and local() == []
+    # And the next registration works.
+    code, results, _ = response(c, process(c, server.request("Reg", username="alice")["uafRequest"]))
+    assert code == 0, results
+    assert len(local()) == 1
