@@ -14,15 +14,18 @@ public final class DesktopService {
   let bus: SDBus
   let dispatcher: ServiceDispatcher
 
-  /// Connects (the session bus, or `address`) and takes the bus name. `idleTimeout` 0: never idle.
+  /// Connects (the session bus, or `address`) and takes the bus name. `idleTimeout` 0: never idle. `callTimeout`:
+  /// how long a listing or policy check may take before its caller gets an error.
   public init(
-    address: String?, configuration: Configuration, idleTimeout: Double, verifiers: @escaping RequestVerifierFactory
+    address: String?, configuration: Configuration, idleTimeout: Double, callTimeout: Double = 20,
+    verifiers: @escaping RequestVerifierFactory
   ) throws {
     do {
       bus = try SDBus(address: address)
       dispatcher = ServiceDispatcher(
         bus: bus, configuration: configuration, operations: LibraryOperations(verifiers: verifiers),
-        idleTimeout: idleTimeout > 0 ? .milliseconds(Int64(idleTimeout * 1000)) : nil)
+        idleTimeout: idleTimeout > 0 ? .milliseconds(Int64(idleTimeout * 1000)) : nil,
+        callTimeout: .milliseconds(Int64(callTimeout * 1000)))
       let connection = bus.connection
       try connection.addObject(ServiceDispatcher.objectPath) { [unowned dispatcher] m in dispatcher.handleMain(m) }
       try connection.addFallback(ServiceDispatcher.requestPrefix) { [unowned dispatcher] m in
@@ -66,6 +69,7 @@ public final class DesktopService {
     let connection = bus.connection
     try connection.dispatch()
     dispatcher.drainOutbox()
+    dispatcher.expireOverdueCalls()
     connection.flush()
   }
 

@@ -95,7 +95,12 @@ extension ServiceDispatcher {
     let token = options["token"]?.stringValue
     let live = self.live
     let operations = self.operations
-    work(call) { operations.checkPolicy(live.read(), message: text, facet: facet, token: token) }
+    // CheckPolicy always answers a UAF code: a check that could not finish is "no suitable authenticator", the
+    // code of a pcscd that does not answer.
+    let overdue = Outbox.Outcome.values([.uint32(UAFErrorCode(ServiceSupport.tokensDoNotAnswer.status).rawValue)])
+    work(call, overdue: overdue) {
+      operations.checkPolicy(live.read(), message: text, facet: facet, token: token)
+    }
   }
 
   /// A registration answered to this caller that the server refused is abandoned; anything else is a no-op.

@@ -10,10 +10,10 @@ extension ServiceDispatcher {
       lastActivity = .now
       switch item {
       case .reply(let id, let values):
-        guard let call = pendingCalls.removeValue(forKey: id) else { continue }
+        guard let call = pendingCalls.removeValue(forKey: id)?.call else { continue }
         reply(call, values)
       case .error(let id, let name, let code, let text):
-        guard let call = pendingCalls.removeValue(forKey: id) else { continue }
+        guard let call = pendingCalls.removeValue(forKey: id)?.call else { continue }
         replyError(call, name, code, text)
       case .response(let path, let outcome):
         sendResponse(path, outcome)

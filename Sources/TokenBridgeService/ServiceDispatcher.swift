@@ -27,8 +27,11 @@ public final class ServiceDispatcher {
   let pool: TokenWorkPool
   var nextRequest = 1
   var requests: [String: Request] = [:]
-  /// Method calls answered later, by id.
-  var pendingCalls: [Int: any BusCall] = [:]
+  /// Method calls answered later, by id: when at the latest, and with what then (`overdue`).
+  var pendingCalls: [Int: PendingCall] = [:]
+  /// How long a listing or policy check may take before its caller gets an error (the work itself may be stuck
+  /// in a PC/SC call to a pcscd that stopped: the answer does not wait for it).
+  let callTimeout: Duration
   var nextCall = 1
   /// Tokens an operation runs on ("*": every token, an operation without options["token"]) → its request path.
   var busy: [String: String] = [:] {
@@ -64,10 +67,11 @@ public final class ServiceDispatcher {
   /// `idleTimeout` nil: never idle.
   public init(
     bus: any ServiceBus, configuration: Configuration, operations: any ServiceOperations, idleTimeout: Duration?,
-    pool: TokenWorkPool = TokenWorkPool(), uid: UInt32 = getuid(),
+    pool: TokenWorkPool = TokenWorkPool(), callTimeout: Duration = .seconds(20), uid: UInt32 = getuid(),
     identify: @escaping (DBusValue) -> CallerIdentity? = CallerIdentity.of(credentials:)
   ) {
     self.pool = pool
+    self.callTimeout = callTimeout
     self.bus = bus
     self.configuration = configuration
     self.operations = operations
@@ -113,9 +117,25 @@ public final class ServiceDispatcher {
       ])
   }
 
-  /// Queues `body` in the pool under the caller; its outcome is the reply to `call`. A caller at its bound (or a
-  /// pool at its own) is answered Busy at once.
-  func work(_ call: any BusCall, _ body: @escaping @Sendable () -> Outbox.Outcome) {
+  struct PendingCall {
+    let call: any BusCall
+    let deadline: ContinuousClock.Instant
+    /// The answer when the work has not ended by the deadline.
+    let overdue: Outbox.Outcome
+  }
+
+  /// What the CLI says of a pcscd that does not answer, as an error reply.
+  static var tokensDoNotAnswer: Outbox.Outcome {
+    let report = ServiceSupport.tokensDoNotAnswer
+    return .failure(name: "Failed", code: UAFErrorCode(report.status), text: report.message)
+  }
+
+  /// Queues `body` in the pool under the caller; its outcome is the reply to `call`, or `overdue` once the call
+  /// timeout passed. A caller at its bound (or a pool at its own) is answered Busy at once.
+  func work(
+    _ call: any BusCall, overdue: Outbox.Outcome = tokensDoNotAnswer,
+    _ body: @escaping @Sendable () -> Outbox.Outcome
+  ) {
     let id = nextCall
     let outbox = self.outbox
     let queued = pool.submit(caller: call.sender ?? "") {
@@ -131,7 +151,20 @@ public final class ServiceDispatcher {
       return
     }
     nextCall += 1
-    pendingCalls[id] = call
+    pendingCalls[id] = PendingCall(call: call, deadline: .now + callTimeout, overdue: overdue)
+  }
+
+  /// Answers every call whose work did not end by its deadline with its `overdue` answer (by default what the
+  /// CLI says of a pcscd that does not answer); the work's late outcome is dropped.
+  public func expireOverdueCalls(now: ContinuousClock.Instant = .now) {
+    for (id, pending) in pendingCalls where pending.deadline <= now {
+      pendingCalls[id] = nil
+      switch pending.overdue {
+      case .values(let values): reply(pending.call, values)
+      case .failure(let name, let code, let text): replyError(pending.call, name, code, text)
+      }
+      lastActivity = now
+    }
   }
 
   /// What a worker needs of the service, as it is now.

@@ -115,6 +115,9 @@ final class FakeOperations: ServiceOperations {
     }
   }
 
+  /// Jobs the dispatcher's pool still has for anyone.
+  func pool(_ dispatcher: ServiceDispatcher) -> Int { dispatcher.pool.running }
+
   func release(_ message: String) { released.withLock { _ = $0.insert(message) } }
 }
 

@@ -167,6 +167,24 @@ import TokenBridge
     #expect(dispatcher.pendingCalls.isEmpty)
   }
 
+  /// A listing stuck in PC/SC (a pcscd that stopped) is answered at its deadline, and its late outcome dropped;
+  /// CheckPolicy still answers a code.
+  @Test func aCallWhoseWorkDoesNotEndIsAnsweredAtItsDeadline() {
+    operations.holdDiscover.withLock { $0 = true }
+    #expect(dispatcher.handleMain(FakeCall(from: ":1.5", "Discover")))
+    dispatcher.expireOverdueCalls(now: .now + .seconds(19))
+    #expect(bus.sent.isEmpty)
+    #expect(!dispatcher.isIdle(now: .now + .seconds(3600)))
+    dispatcher.expireOverdueCalls(now: .now + .seconds(21))
+    #expect(bus.errors.map(\.name) == [ServiceDispatcher.errorPrefix + "Failed"])
+    #expect(bus.errors.first?.message.hasPrefix("5: The PC/SC service (pcscd) does not answer") == true)
+    #expect(dispatcher.pendingCalls.isEmpty)
+    #expect(dispatcher.isIdle(now: .now + .seconds(3600)))
+    operations.holdDiscover.withLock { $0 = false }
+    #expect(settle(dispatcher) { operations.pool(dispatcher) == 0 })
+    #expect(bus.sent.count == 1)
+  }
+
   @Test func idleOnlyWithNothingOpenAndAfterTheTimeout() {
     let start = dispatcher.lastActivity
     #expect(!dispatcher.isIdle(now: start + .seconds(59)))

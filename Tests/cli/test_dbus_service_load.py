@@ -283,3 +283,31 @@ def test_a_registration_closed_while_the_card_works_is_not_kept(cards, bus, rps,
     code, results, _ = response(c, process(c, server.request("Reg", username="alice")["uafRequest"]))
     assert code == 0, results
     assert len(local()) == 1
+
+
+def test_a_pcscd_that_stops_after_answering_once_does_not_hang_the_service(card, bus, rps, tmp_path):
+    server = rps("--facet", MY_FACET)
+    b = bus(start=False)
+    # A short call timeout (the default is 20 s, under D-Bus's 25 s) and idle timeout, for the test's sake.
+    b.service = subprocess.Popen([TOKENBRIDGE, "serve", "--address", b.address, "--idle-timeout", "2",
+                                  "--call-timeout", "2"], env=dict(os.environ, **b.env), stderr=open(b.log, "a"),
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+    c = b.connect()
+    wait_until(lambda: has_owner(c, NAME), "the service on the bus")
+    assert len(unwrap(call(c, "Discover", timeout=30)[0])["availableAuthenticators"]) == 1  # pcscd answered once
+    reg = server.request("Reg", username="alice")["uafRequest"]
+    pcscd = int(os.environ["TB_PCSCD_PID"])
+    os.kill(pcscd, signal.SIGSTOP)
+    try:
+        for method, sig, args in (("Discover", "", ()), ("ListTokens", "a{sv}", ({},))):
+            with pytest.raises(DBusErrorResponse) as e:
+                call(c, method, sig, *args, timeout=30)
+            assert e.value.name == NAME + ".Error.Failed", e.value
+            assert e.value.data[0].startswith("5: The PC/SC service (pcscd) does not answer"), e.value.data
+        # CheckPolicy answers a code, as always: no suitable authenticator.
+        assert call(c, "CheckPolicy", "sa{sv}", reg, {}, timeout=30) == (5,)
+        # Nothing is left open: the service idles out although its workers are stuck in PC/SC.
+        b.service.wait(timeout=60)
+        assert b.service.returncode == 0
+    finally:
+        os.kill(pcscd, signal.SIGCONT)

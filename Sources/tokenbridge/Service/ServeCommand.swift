@@ -18,9 +18,12 @@ struct ServeCommand: ParsableCommand {
   var idleTimeout: Double = 60
   @Option(help: "A D-Bus address to serve on instead of the session bus (tests).")
   var address: String?
+  @Option(help: .hidden)
+  var callTimeout: Double = 20
 
   func validate() throws {
     guard idleTimeout >= 0, idleTimeout <= 86_400 else { throw ValidationError("--idle-timeout: 0 to 86400") }
+    guard callTimeout > 0, callTimeout <= 600 else { throw ValidationError("--call-timeout: 0 to 600") }
   }
 
   func run() throws {
@@ -32,7 +35,8 @@ struct ServeCommand: ParsableCommand {
     }
     do {
       let service = try DesktopService(
-        address: address, configuration: configuration, idleTimeout: idleTimeout, verifiers: Self.verifier)
+        address: address, configuration: configuration, idleTimeout: idleTimeout, callTimeout: callTimeout,
+        verifiers: Self.verifier)
       try service.run()
     } catch let e as ServiceBusError {
       FileIO.writeError("tokenbridge serve: \(e.message)\n")
