@@ -295,7 +295,8 @@ final class Service {
       let s = snapshot()
       let control = req.control
       let path = req.path
-      let app = identity.facetID
+      // A web origin is what the user must see; the program that passed it follows.
+      let app = facet == identity.facetID ? facet : "\(facet) (web page, through \(identity.facetID))"
       let a1 = args[1].stringValue ?? ""
       let a2 = args[2].stringValue ?? ""
       let token = options["token"]?.stringValue
