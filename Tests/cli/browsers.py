@@ -66,6 +66,13 @@ class Chromium:
     def switch(self, handle):
         self.driver.switch_to.window(handle)
 
+    def frame(self, index):
+        """The frame `index` of the current document; None: back to the top."""
+        if index is None:
+            self.driver.switch_to.default_content()
+        else:
+            self.driver.switch_to.frame(index)
+
     def run(self, script, *args):
         return self.driver.execute_script(script, *args)
 
@@ -152,6 +159,9 @@ class Firefox:
 
     def switch(self, handle):
         self.m.send("WebDriver:SwitchToWindow", {"handle": handle, "focus": True})
+
+    def frame(self, index):
+        self.m.send("WebDriver:SwitchToFrame", {} if index is None else {"id": index})
 
     def run(self, script, *args):
         return self.m.send("WebDriver:ExecuteScript", {"script": script, "args": list(args)})["value"]
