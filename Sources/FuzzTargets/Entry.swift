@@ -21,6 +21,7 @@ enum FuzzTargets {
     ("device-answer", DeviceAnswerTarget.run),
     ("assuan", AssuanTarget.run),
     ("udev-name", UdevNameTarget.run),
+    ("native-messaging", NativeMessagingTarget.run),
   ]
 
   static func named(_ name: String) -> (@Sendable ([UInt8]) -> Void)? { all.first { $0.name == name }?.run }

@@ -125,7 +125,9 @@ extension ServiceDispatcher {
     guard let facet = facet(call, identity, options) else { return }
     let token = options["token"]?.stringValue
     guard let request = open(call, token: token) else { return }
-    let work = RequestWork(kind: kind, facet: facet, app: identity.facetID, token: token)
+    // A web origin is what the user must see in the dialogs; the program that passed it follows.
+    let app = facet == identity.facetID ? facet : "\(facet) (web page, through \(identity.facetID))"
+    let work = RequestWork(kind: kind, facet: facet, app: app, token: token)
     let context = snapshot()
     let control = request.control
     let path = request.path

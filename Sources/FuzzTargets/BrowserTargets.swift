@@ -1,0 +1,76 @@
+import Foundation
+import TokenBridge
+
+/// The browser host's input (`tokenbridge browser-host`): the data is the byte stream a browser writes on the host's
+/// stdin, handed to `NativeMessaging.FrameReader` in pieces whose sizes the data's first bytes choose; each frame goes
+/// through `BrowserRequest.parse` and, when it names a call, into a reply. Properties: a frame read is never larger
+/// than the bound and is exactly the bytes its header announced, in order (the frames re-framed are a prefix of the
+/// stream); a stream that ends cleanly is all frames; an accepted request has an id a JavaScript number holds, a
+/// known method and an https origin; a reply is a frame a browser takes (at most 1 MiB) that reads back as a JSON
+/// object with the call's id.
+enum NativeMessagingTarget {
+  static func run(_ data: [UInt8]) {
+    var input = FuzzInput(data)
+    let pieces = (0..<4).map { _ in Int(input.byte() % 17) + 1 }
+    let stream = input.rest()
+    var reader = NativeMessaging.FrameReader()
+    var reframed: [UInt8] = []
+    var offset = 0
+    var turn = 0
+    var failed = false
+    feed: while offset < stream.count {
+      let n = min(pieces[turn % pieces.count], stream.count - offset)
+      turn += 1
+      reader.append(stream[offset..<offset + n])
+      offset += n
+      while true {
+        let frame: [UInt8]?
+        do { frame = try reader.next() } catch {
+          failed = true
+          break feed
+        }
+        guard let frame else { break }
+        check(frame.count <= NativeMessaging.maxBrowserToHost, "a frame over the bound")
+        guard let framed = NativeMessaging.frame(frame) else {
+          check(false, "a frame read cannot be framed again")
+          return
+        }
+        reframed += framed
+        check(stream.starts(with: reframed), "frames read are not the stream's frames in order")
+        answer(frame)
+      }
+    }
+    if !failed, (try? reader.finish()) != nil {
+      check(reframed == stream, "a stream that ended cleanly is not exactly its frames")
+    }
+  }
+
+  static func answer(_ frame: [UInt8]) {
+    let id: Int
+    var code = UAFErrorCode.noError
+    do {
+      let r = try BrowserRequest.parse(frame)
+      check(r.id >= 0 && r.id <= BrowserRequest.maxID, "an id out of range")
+      check(r.origin.hasPrefix("https://") && r.origin.utf8.count <= 2048, "an accepted origin that is not https")
+      check(BrowserRequest.Method(rawValue: r.method.rawValue) == r.method, "an unknown method")
+      id = r.id
+    } catch {
+      guard let known = error.id else { return }
+      check(error.code != .noError, "a refusal without a code")
+      id = known
+      code = error.code
+    }
+    let message = String(decoding: frame, as: UTF8.self)
+    let reply = BrowserReply.framed(id: id, errorCode: code, fields: ["uafProtocolMessage": .string(message)])
+    check(reply.count >= 4 && reply.count <= NativeMessaging.maxHostToBrowser + 4, "a reply a browser refuses")
+    var reader = NativeMessaging.FrameReader()
+    reader.append(reply)
+    guard let body = try? reader.next(),
+      let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+      (object["id"] as? NSNumber)?.intValue == id
+    else {
+      check(false, "a reply that does not read back with its id")
+      return
+    }
+  }
+}
