@@ -35,6 +35,8 @@ enum PCSCCall {
     var ping: (id: Int, started: UInt64)?
     var cuts = 0
     var watchdog = false
+    /// The watchdog waits for the next call (no call in flight): `run` wakes it.
+    var sleeping = false
   }
 
   static let state = Mutex(State())
@@ -44,17 +46,20 @@ enum PCSCCall {
   static func run(_ body: () -> LONG) -> LONG {
     if PCSCEstablish.isUnresponsive { return unresponsiveRV }
     let now = DispatchTime.now().uptimeNanoseconds
-    let (id, cuts, start) = state.withLock { s -> (Int, Int, Bool) in
+    let (id, cuts, start, wake) = state.withLock { s -> (Int, Int, Bool, Bool) in
       let id = s.next
       s.next += 1
       s.inFlight[id] = (now, 0)
       let start = !s.watchdog
       s.watchdog = true
-      return (id, s.cuts, start)
+      let wake = s.sleeping
+      s.sleeping = false
+      return (id, s.cuts, start, wake)
     }
     if start && !POSIXThread.start(stackSize: 1 << 18, { watch() }) {
       state.withLock { $0.watchdog = false }
     }
+    if wake { tick.signal() }
     let rv = body()
     let cut = state.withLock { s -> Bool in
       s.inFlight[id] = nil
@@ -65,17 +70,17 @@ enum PCSCCall {
     return cut ? unresponsiveRV : rv
   }
 
-  /// The watchdog: every quarter second while calls are in flight (it ends when none is, and the next call starts
-  /// it again).
+  /// The watchdog: every quarter second while calls are in flight; with none, it sleeps until the next call wakes
+  /// it (one thread for the life of the process, never one per call: a thread's start is a measurable part of a
+  /// short command).
   static func watch() {
     while true {
-      _ = tick.wait(timeout: .now() + 0.25)
+      if state.withLock({ $0.sleeping }) { tick.wait() } else { _ = tick.wait(timeout: .now() + 0.25) }
       let now = DispatchTime.now().uptimeNanoseconds
       enum Step {
         case idle
         case ping(Int)
         case cut
-        case stop
       }
       let step = state.withLock { s -> Step in
         if let p = s.ping {
@@ -85,8 +90,8 @@ enum PCSCCall {
           return .cut
         }
         guard !s.inFlight.isEmpty else {
-          s.watchdog = false
-          return .stop
+          s.sleeping = true
+          return .idle
         }
         let last = s.lastAnswer
         let stalled = s.inFlight.values.contains { call in
@@ -100,7 +105,6 @@ enum PCSCCall {
       }
       switch step {
       case .idle: continue
-      case .stop: return
       case .ping(let id): startPing(id)
       case .cut:
         PCSCEstablish.markUnresponsive()
