@@ -101,7 +101,9 @@ let package = Package(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge", "TokenDevices", "UAFCore"]),
-    .testTarget(name: "TokenBridgeServiceTests", dependencies: ["TokenBridgeService", "TokenBridge", "DBus", "Platform", "UAFCore"]),
+    .testTarget(
+      name: "TokenBridgeServiceTests",
+      dependencies: ["TokenBridgeService", "TokenBridge", "TokenDevices", "DBus", "Platform", "UAFCore"]),
     .testTarget(
       name: "IntegrationTests",
       dependencies: [

@@ -27,13 +27,15 @@ public final class DesktopService {
         idleTimeout: idleTimeout > 0 ? .milliseconds(Int64(idleTimeout * 1000)) : nil,
         callTimeout: .milliseconds(Int64(callTimeout * 1000)))
       let connection = bus.connection
-      try connection.addObject(ServiceDispatcher.objectPath) { [unowned dispatcher] m in dispatcher.handleMain(m) }
-      try connection.addFallback(ServiceDispatcher.requestPrefix) { [unowned dispatcher] m in
-        dispatcher.handleRequest(m)
+      try connection.addObject(ServiceDispatcher.objectPath) { [unowned dispatcher] call in
+        dispatcher.handleMain(call)
+      }
+      try connection.addFallback(ServiceDispatcher.requestPrefix) { [unowned dispatcher] call in
+        dispatcher.handleRequest(call)
       }
       try connection.addMatch(
         "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'"
-      ) { [unowned dispatcher] m in dispatcher.nameOwnerChanged(m) }
+      ) { [unowned dispatcher] signal in dispatcher.nameOwnerChanged(signal) }
       try connection.requestName(ServiceDispatcher.busName)
     } catch let e as DBusError {
       throw ServiceBusError(message: e.message)
@@ -46,7 +48,7 @@ public final class DesktopService {
     signal(SIGPIPE, SIG_IGN)
     let connection = bus.connection
     do {
-      while !dispatcher.isIdle() {
+      while true {
         try serveOnce()
         if dispatcher.isIdle() { break }
         waitForInput()

@@ -10,7 +10,10 @@ public final class Outbox: Sendable {
     case error(id: Int, name: String, code: UAFErrorCode, text: String)
     case response(path: String, outcome: RequestOutcome)
     case notify(summary: String, body: String)
+    /// Every token present, as a full listing found them.
     case seen([TokenInfo])
+    /// Some tokens (an operation on one named token): they replace their own entries among those last found.
+    case seenSome([TokenInfo])
   }
   /// A method's answer: its values, or an error reply.
   public enum Outcome: Sendable, Equatable {

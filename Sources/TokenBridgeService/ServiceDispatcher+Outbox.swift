@@ -21,6 +21,9 @@ extension ServiceDispatcher {
         notify(summary, body)
       case .seen(let infos):
         seen = infos
+      case .seenSome(let infos):
+        let ids = Set(infos.map(\.id))
+        seen = seen.filter { !ids.contains($0.id) } + infos
       }
     }
   }

@@ -89,7 +89,7 @@ extension ServiceWork {
         outbox.post(.notify(summary: "Touch your key", body: "Touch your key (\(info.id)) for \(app)."))
       }
       control.attach(tokens.cancellers)
-      outbox.post(.seen(tokens.infos))
+      outbox.post(work.token == nil ? .seen(tokens.infos) : .seenSome(tokens.infos))
       // A registration stays pending until its answer is sent (`settleRegistration`): a request cancelled before
       // that (Close, the caller gone) keeps nothing locally that the server never got.
       let (envelope, keyID) = try env.processUAFOperation(
@@ -139,7 +139,7 @@ extension ServiceWork {
         outbox.post(.notify(summary: "Touch your key", body: "Touch your key (\(info.id))."))
       }
       control.attach(tokens.cancellers)
-      outbox.post(.seen(tokens.infos))
+      outbox.post(work.token == nil ? .seen(tokens.infos) : .seenSome(tokens.infos))
       let choice = PinentryChoice(pinentry: pinentry, dialogContext: lines)
       let result = try env.redeem(
         payload, facetID: work.facet, tokens: tokens, authenticatorSelector: choice, verifier: verifier,

@@ -3,6 +3,7 @@ import Testing
 import TokenBridge
 
 @testable import TokenBridgeService
+@testable import TokenDevices
 
 /// The service's decisions (docs/dbus-api.md) against a fake bus and fake operations: who may act for a web origin,
 /// which tokens are busy, who may cancel a request and what cancels it, when the service is idle.
@@ -183,6 +184,22 @@ import TokenBridge
     operations.holdDiscover.withLock { $0 = false }
     #expect(settle(dispatcher) { operations.pool(dispatcher) == 0 })
     #expect(bus.sent.count == 1)
+  }
+
+  /// What listings answer from while a token is busy: a full listing replaces it, an operation on one named token
+  /// replaces only that token's entry.
+  @Test func theTokensLastFoundAreReplacedOnlyWhereAListingSawThem() {
+    func info(_ id: String, _ name: String) -> TokenInfo {
+      TokenInfo(id: id, kind: .piv, name: name, reader: nil, capabilities: [])
+    }
+    dispatcher.outbox.post(.seen([info("piv-1", "one"), info("piv-2", "two")]))
+    dispatcher.outbox.post(.seenSome([info("piv-2", "two again")]))
+    dispatcher.drainOutbox()
+    #expect(dispatcher.seen.map(\.name) == ["one", "two again"])
+    #expect(dispatcher.snapshot().seen.map(\.name) == ["one", "two again"])
+    dispatcher.outbox.post(.seen([info("piv-3", "three")]))
+    dispatcher.drainOutbox()
+    #expect(dispatcher.seen.map(\.id) == ["piv-3"])
   }
 
   @Test func idleOnlyWithNothingOpenAndAfterTheTimeout() {
