@@ -661,14 +661,15 @@ def test_close_while_a_fido2_key_waits_for_a_touch_cancels_on_the_key(bus, rps, 
         assert code == 1 and results["errorCode"] == 3, results
         assert time.monotonic() - start < 3
         assert server.registrations() == []
-        notes.stop()
-        # The key is free: the next registration, touched, goes through.
+        # The key is free: the next registration, touched each time the key asks (the touch cue), goes through.
         path = process(c, server.request("Reg", username="alice")["uafRequest"])
-        for _ in range(2):
-            time.sleep(0.5)
+        for n in range(2):
+            cues = lambda: sum(s == "Touch your key" for s, _ in notes.seen)  # noqa: E731
+            wait_until(lambda: cues() >= 2 + n, f"touch cue {n + 1} of the second registration")
             key.proc.send_signal(signal.SIGUSR2)
         code, results, _ = response(c, path)
         assert code == 0, results
+        notes.stop()
     finally:
         key.proc.terminate()
         key.proc.wait(timeout=10)
