@@ -8,6 +8,7 @@ let package = Package(
     .library(name: "TokenBridge", targets: ["TokenBridge"]),
     .library(name: "TokenDevices", targets: ["TokenDevices"]),
     .library(name: "UAFCore", targets: ["UAFCore"]),
+    .library(name: "TokenBridgeService", targets: ["TokenBridgeService"]),
     .executable(name: "tokenbridge", targets: ["tokenbridge"]),
     .executable(name: "virtual-token", targets: ["virtual-token"]),
   ],
@@ -23,7 +24,8 @@ let package = Package(
     .systemLibrary(name: "CUSB", providers: [.apt(["libusb-1.0-0-dev"])]),
     .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
-    // sd-bus for `tokenbridge serve` (docs/dbus-api.md): header from libsystemd-dev, libsystemd0 at run time.
+    // sd-bus for the desktop service (docs/dbus-api.md): header from libsystemd-dev, libsystemd0 at run time; only the
+    // DBus target imports it.
     .systemLibrary(name: "CSDBus", providers: [.apt(["libsystemd-dev"])]),
     // HTTP(S) through libcurl (header from libcurl4-openssl-dev, the library at run time from libcurl4), loaded by
     // CLazy at the first request: no HTTP/TLS library is mapped at start-up.
@@ -40,7 +42,7 @@ let package = Package(
     // What is not about tokens, shared by every client module and the CLI: POSIX files and descriptors,
     // subprocesses, environment, directories, threads, hex and trimming, wiping secrets, and the system libraries
     // loaded at first use. On POSIX directly rather than full Foundation, which links CoreFoundation and ICU's data.
-    .target(name: "Platform", dependencies: ["CLazy", "CSDBus"]),
+    .target(name: "Platform", dependencies: ["CLazy"]),
 
     // Protocol core: pure Swift, no I/O.
     .target(name: "UAFCore"),
@@ -57,12 +59,18 @@ let package = Package(
         "UAFCore", "TokenDevices", "Platform", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
         "CSQLite",
       ]),
+    // The sd-bus binding of the desktop service: D-Bus values, messages, one connection (one thread uses it).
+    .target(name: "DBus", dependencies: ["CSDBus", "CLazy", "Platform"]),
+    // The desktop service (docs/dbus-api.md): the UAF client API on the session bus, caller identity, request
+    // objects, the bounded pool of token work; `tokenbridge serve` runs it.
+    .target(name: "TokenBridgeService", dependencies: ["TokenBridge", "Platform", "DBus"]),
     // The CLI: its command tree on swift-argument-parser (as virtual-token), which also writes its completion
     // scripts and man page (Tools/gen-docs).
     .executableTarget(
       name: "tokenbridge",
       dependencies: [
-        "TokenBridge", "Platform", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        "TokenBridge", "TokenBridgeService", "Platform",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
 
     // Simulators: implement the public specs, share no code with the client.
@@ -93,6 +101,9 @@ let package = Package(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
     .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge", "TokenDevices", "UAFCore"]),
+    .testTarget(
+      name: "TokenBridgeServiceTests",
+      dependencies: ["TokenBridgeService", "TokenBridge", "TokenDevices", "DBus", "Platform", "UAFCore"]),
     .testTarget(
       name: "IntegrationTests",
       dependencies: [

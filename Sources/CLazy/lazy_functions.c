@@ -1017,6 +1017,7 @@ static const char *const names_TB_LIB_SYSTEMD[] = {
     "sd_bus_new",
     "sd_bus_open_user",
     "sd_bus_process",
+    "sd_bus_release_name",
     "sd_bus_reply_method_error",
     "sd_bus_request_name",
     "sd_bus_send",
@@ -1179,32 +1180,36 @@ int sd_bus_process(sd_bus *a0, sd_bus_message **a1) {
   return ((__typeof__(&sd_bus_process))tb_lazy_function(TB_LIB_SYSTEMD, 37))(a0, a1);
 }
 
+int sd_bus_release_name(sd_bus *a0, const char *a1) {
+  return ((__typeof__(&sd_bus_release_name))tb_lazy_function(TB_LIB_SYSTEMD, 38))(a0, a1);
+}
+
 int sd_bus_reply_method_error(sd_bus_message *a0, const sd_bus_error *a1) {
-  return ((__typeof__(&sd_bus_reply_method_error))tb_lazy_function(TB_LIB_SYSTEMD, 38))(a0, a1);
+  return ((__typeof__(&sd_bus_reply_method_error))tb_lazy_function(TB_LIB_SYSTEMD, 39))(a0, a1);
 }
 
 int sd_bus_request_name(sd_bus *a0, const char *a1, uint64_t a2) {
-  return ((__typeof__(&sd_bus_request_name))tb_lazy_function(TB_LIB_SYSTEMD, 39))(a0, a1, a2);
+  return ((__typeof__(&sd_bus_request_name))tb_lazy_function(TB_LIB_SYSTEMD, 40))(a0, a1, a2);
 }
 
 int sd_bus_send(sd_bus *a0, sd_bus_message *a1, uint64_t *a2) {
-  return ((__typeof__(&sd_bus_send))tb_lazy_function(TB_LIB_SYSTEMD, 40))(a0, a1, a2);
+  return ((__typeof__(&sd_bus_send))tb_lazy_function(TB_LIB_SYSTEMD, 41))(a0, a1, a2);
 }
 
 int sd_bus_set_address(sd_bus *a0, const char *a1) {
-  return ((__typeof__(&sd_bus_set_address))tb_lazy_function(TB_LIB_SYSTEMD, 41))(a0, a1);
+  return ((__typeof__(&sd_bus_set_address))tb_lazy_function(TB_LIB_SYSTEMD, 42))(a0, a1);
 }
 
 int sd_bus_set_bus_client(sd_bus *a0, int a1) {
-  return ((__typeof__(&sd_bus_set_bus_client))tb_lazy_function(TB_LIB_SYSTEMD, 42))(a0, a1);
+  return ((__typeof__(&sd_bus_set_bus_client))tb_lazy_function(TB_LIB_SYSTEMD, 43))(a0, a1);
 }
 
 int sd_bus_start(sd_bus *a0) {
-  return ((__typeof__(&sd_bus_start))tb_lazy_function(TB_LIB_SYSTEMD, 43))(a0);
+  return ((__typeof__(&sd_bus_start))tb_lazy_function(TB_LIB_SYSTEMD, 44))(a0);
 }
 
 sd_bus *sd_bus_unref(sd_bus *a0) {
-  return ((__typeof__(&sd_bus_unref))tb_lazy_function(TB_LIB_SYSTEMD, 44))(a0);
+  return ((__typeof__(&sd_bus_unref))tb_lazy_function(TB_LIB_SYSTEMD, 45))(a0);
 }
 
 static void load_TB_LIB_FIDO2(void) { tb_lazy_load_now(TB_LIB_FIDO2); }

@@ -56,7 +56,11 @@ struct PIV: ParsableCommand {
       """)
   var profile = "yubikey"
 
-  @Option(help: "Status word for an empty key slot: 6A80, 6A82, 6A86 or 6A88 (default: the profile's).")
+  @Option(
+    help: """
+      Status word for an empty key slot: 6A80, 6A82, 6A86 or 6A88 (default: the profile's); or 6985 for \
+      GENERAL AUTHENTICATE alone, as CanoKey (the rest keep the profile's).
+      """)
   var emptySlotStatus: String?
 
   @Flag(help: "GET METADATA of an empty key slot answers 9000 without an algorithm (with the yubikey profile).")
@@ -87,9 +91,9 @@ struct PIV: ParsableCommand {
     }
     if let word = emptySlotStatus {
       guard let v = UInt16(word, radix: 16), PIVCardProfile.emptySlotWords.contains(v) else {
-        throw ValidationError("--empty-slot-status must be 6A80, 6A82, 6A86 or 6A88")
+        throw ValidationError("--empty-slot-status must be 6A80, 6A82, 6A86, 6A88 or 6985")
       }
-      p.emptySlotStatus = v
+      if v == 0x6985 { p.signEmptySlotStatus = v } else { p.emptySlotStatus = v }
     }
     if emptyMetadataWithoutAlgorithm {
       guard p.yubicoExtensions else {

@@ -114,7 +114,7 @@ import UAFCore
   /// error or an assertion, the same one every time (the parser keeps no state). The coverage-guided fuzz target
   /// `uaf-tlv` (Tools/fuzz) explores far more; this one runs in every `swift test`.
   @Test func seededMutationsParseOrFailTheSameWayTwice() {
-    var rng = SplitMix64(seed: 0x5EED_0AF1)
+    var rng = ParserHardeningTests.SplitMix64(state: 0x5EED_0AF1)
     let sample = Base64URL.decode(ConformanceSampleTests.authAssertion)!
     for round in 0..<2000 {
       var b = sample
@@ -127,64 +127,5 @@ import UAFCore
       #expect(String(describing: first) == String(describing: again), "round \(round)")
       _ = try? RegistrationAssertion(parsing: b)
     }
-  }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a seeded generator, so a randomized test replays exactly.
-struct SplitMix64: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
-@Suite struct MessageTests {
-  static let regRequest = """
-    [{"header":{"upv":{"major":1,"minor":1},"op":"Reg","appID":"https://uaf.example.com","serverData":"5s7n"},\
-    "challenge":"HQ1VkTUQC1NJDOo6OOWdxewrb9i5WthjfKIehFxpeuU","username":"alice",\
-    "policy":{"accepted":[[{"aaid":["FFFF#FFFF"]}]]}}]
-    """
-
-  @Test func decodesRequestsAndPicksSupportedVersions() throws {
-    let r = try UAFMessageCodec.decodeRequests(Self.regRequest)
-    guard case .registration(let reg) = r.first else {
-      Issue.record("not a registration")
-      return
-    }
-    #expect(reg.username == "alice" && reg.header.serverData == "5s7n")
-    let v10 = Self.regRequest.replacingOccurrences(of: "\"minor\":1", with: "\"minor\":0")
-    #expect(try UAFMessageCodec.decodeRequests(v10).first?.header.upv == .uaf10)
-    let v12 = Self.regRequest.replacingOccurrences(of: "\"minor\":1", with: "\"minor\":2")
-    #expect(throws: UAFMessageError.unsupportedVersion([Version(major: 1, minor: 2)])) {
-      try UAFMessageCodec.decodeRequests(v12)
-    }
-  }
-
-  @Test(arguments: [
-    ("", "not JSON"), ("{}", "a UAF message is a JSON array of requests"), ("[]", "the message holds no request"),
-    ("[1]", "request 0: wrong type at the request"), ("[{\"header\":{}}]", "request 0: missing header.upv"),
-    ("[{\"header\":{\"op\":\"Foo\"}}]", "request 0: missing header.upv"),
-    ("[{\"header\":{\"op\":\"Reg\",\"upv\":{\"major\":1,\"minor\":1}}}]", "request 0 (Reg): missing challenge"),
-    ("[[[[[[[[", "not JSON"),
-  ])
-  func malformedMessagesAreTypedErrors(_ json: String, _ problem: String) {
-    #expect(throws: UAFMessageError.malformed(problem)) { try UAFMessageCodec.decodeRequests(json) }
-  }
-
-  @Test func hugeMessagesAreRefusedBeforeParsing() {
-    let huge = "[" + String(repeating: " ", count: UAFMessageCodec.maxSize) + "]"
-    #expect(throws: UAFMessageError.tooLarge(huge.utf8.count)) { try UAFMessageCodec.decodeRequests(huge) }
-  }
-
-  @Test func base64url() {
-    #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
-    #expect(Base64URL.decode("-_8") == [0xFB, 0xFF])
-    #expect(Base64URL.decode("a") == nil)
-    #expect(Base64URL.decode("a*b=") == nil)
   }
 }

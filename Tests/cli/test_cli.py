@@ -341,11 +341,12 @@ def test_ctrl_c_while_a_script_feeds_the_pin(card):
 
 
 def test_piv_commands_from_a_script_start_no_thread(card, tmp_path):
-    """A PIV command that prompts nowhere starts one thread only: the one that bounds pcscd's first answer
-    (`PCSCEstablish`: a stopped pcscd would otherwise hang the command in SCardEstablishContext; issue 27). No
-    dispatch source for Ctrl-C (it needs one only to put a terminal back or cancel a touch), no FIDO2 probe when no
-    key can be there (a thread and libdispatch's start-up were a tenth of a PIN change). strace counts the clone
-    calls."""
+    """A PIV command that prompts nowhere starts two threads at most: the one that bounds pcscd's first answer
+    (`PCSCEstablish`: a pcscd with a full listen backlog would otherwise hang the command in connect) and the
+    watchdog of every later PC/SC call (`PCSCCall`: a pcscd that stops after answering once), which lives as long
+    as the process, never one per call. No dispatch source for Ctrl-C (it needs one only to put a terminal back or
+    cancel a touch), no FIDO2 probe when no key can be there (a thread and libdispatch's start-up were a tenth of a
+    PIN change). strace counts the clone calls."""
     trace = tmp_path / "clone.trace"
     for args, pins in [(["pin", "status"], None), (["pin", "change"], ["123456", "24681357"]),
                        (["pin", "change"], ["24681357", "123456"])]:
@@ -362,4 +363,4 @@ def test_piv_commands_from_a_script_start_no_thread(card, tmp_path):
             os.close(fd)
         assert p.returncode == 0, p.stderr
         clones = [line for line in trace.read_text().splitlines() if "clone" in line]
-        assert len(clones) <= 1, (args, trace.read_text())
+        assert len(clones) <= 2, (args, trace.read_text())

@@ -162,10 +162,9 @@ def test_deregistering_an_accounts_last_key_removes_its_dispatch_target(card, rp
 
 
 @pytest.mark.parametrize("target_id", [
-    "a b", "a/b", "100%", "%41", "a?b=c", "a#b", "k\u00e4se-\u043a\u043b\u044e\u0447", ".", "..", "a.b"])
+    "a b", "a/b", "100%", "%41", "a?b=c", "a#b", "k\u00e4se-\u043a\u043b\u044e\u0447", "...", "a.b", "%2e%2f"])
 def test_dispatch_target_ids_outside_the_unreserved_set_can_be_modified_and_deleted(card, rp, home, target_id):
-    """Issue 27 class 9: an id is one path segment, percent-encoded exactly once (before: twice, so the server never
-    found it), and "." / ".." go as %2E / %2E%2E (before: as they are, and libcurl resolved them away)."""
+    """An id is one path segment, percent-encoded exactly once (before: twice, so the server never found it)."""
     server = rp()
     assert call(server, "POST", "/_admin/next-target-ids", {"ids": [target_id]})[0] == 200
     r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
@@ -178,6 +177,25 @@ def test_dispatch_target_ids_outside_the_unreserved_set_can_be_modified_and_dele
     r = tb(home, "deregister", "--username", "alice", "--server", server.url)
     assert r.returncode == 0 and "dispatch target" not in r.stderr, r.stderr
     assert targets(server) == []
+
+
+@pytest.mark.parametrize("target_id", [".", "..", "%2e", "%2E%2e", ".%2E", "%252e%252E"])
+def test_a_dispatch_target_id_that_is_a_dot_segment_is_refused(card, rp, home, target_id):
+    """"." and ".." (also percent-encoded, once or twice) cannot be one path segment: sent even as %2E%2E, URL
+    parsers and servers resolve them (a DELETE of .../targets/%2E%2E can reach .../dispatch). The id is refused
+    when the server gives it: the registration stands, no target is kept here, and nothing is sent with it."""
+    server = rp()
+    assert call(server, "POST", "/_admin/next-target-ids", {"ids": [target_id]})[0] == 200
+    r = tb(home, "register", "--username", "alice", "--server", server.url, pins=["123456"])
+    assert r.returncode == 0, r.stderr
+    assert (f'named a dispatch target "{target_id}", which is a URL dot-segment: a request about it would reach '
+            "another resource, so it is neither kept nor used.") in r.stderr, r.stderr
+    assert [x["username"] for x in server.registrations()] == ["alice"]
+    r = tb(home, "deregister", "--username", "alice", "--server", server.url)
+    assert r.returncode == 0, r.stderr
+    assert server.registrations() == []
+    # The server made the target; nothing here ever addressed it, so it is still there, as the server named it.
+    assert [t["id"] for t in targets(server)] == [target_id]
 
 
 def test_a_dispatch_target_that_cannot_be_made_leaves_the_registration_and_shows_in_check(card, rp, home):

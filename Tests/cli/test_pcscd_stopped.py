@@ -5,11 +5,13 @@ one stopped (TB_PCSCD_PID). The subprocess timeout is a hang guard, far above to
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import tb
+from conftest import TOKENBRIDGE, tb
+from test_watch import Watch
 
 GUARD = 30
 MESSAGE = ("tokenbridge: The PC/SC service (pcscd) does not answer: it runs but is stopped or hung. Restart it "
@@ -72,3 +74,41 @@ def test_after_sigcont_pcscd_is_used_again(tmp_path):
     r = tb("doctor", "--json", env={"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                                     "XDG_DATA_HOME": str(home / ".local/share")}, timeout=GUARD)
     assert {c["name"]: c for c in json.loads(r.stdout)}["pcscd"]["ok"], r.stdout
+
+
+# pcscd stopped after it answered: the first call's deadline is past, every later call has one of its own
+# (TokenDevices' PCSCCall: a call that stalls while pcscd answers nothing, and pcscd then fails a question of its
+# own, is given up). GUARD is the hang guard; the commands end within a few seconds of their stalled call.
+
+
+def test_pin_status_wait_ends_when_pcscd_stops_after_answering(tmp_path):
+    pid = int(os.environ["TB_PCSCD_PID"])
+    p = subprocess.Popen([TOKENBRIDGE, "pin", "status", "--wait", "--timeout", "6"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True,
+                         env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "c"), XDG_DATA_HOME=str(tmp_path / "d")))
+    try:
+        time.sleep(1.5)  # it has listed the (empty) readers and waits for a card
+        assert p.poll() is None, p.communicate()
+        os.kill(pid, signal.SIGSTOP)
+        out, err = p.communicate(timeout=GUARD)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 5, err
+    assert err.endswith(MESSAGE), err
+
+
+def test_watch_obeys_sigterm_when_pcscd_stops_under_it():
+    pid = int(os.environ["TB_PCSCD_PID"])
+    w = Watch()
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        assert w.end(signal.SIGTERM) == 0, w.stderr  # Watch.end waits at most 20 s (the hang guard)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.wait()

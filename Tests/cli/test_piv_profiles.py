@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import piv_tool, tb as tb_raw
+from conftest import make_card, piv_tool, tb as tb_raw
 from test_uaf import RelyingParty
 
 PKCS11 = "/usr/lib/x86_64-linux-gnu/opensc-pkcs11.so"
@@ -170,3 +170,20 @@ def test_peers_accept_the_generic_card(profile_card, home, tmp_path):
     objs = subprocess.run(["pkcs11-tool", "--module", PKCS11, "-O"], capture_output=True, text=True, timeout=60)
     assert objs.returncode == 0, objs.stderr
     assert "Certificate for Key Management" in objs.stdout, objs.stdout + objs.stderr
+
+
+@pytest.mark.parametrize("impl", ["virtual", "canokey"])
+def test_key_sign_on_an_empty_slot_answered_6985_says_the_slot_holds_no_key(impl, request, cards, monkeypatch, home,
+                                                                             tmp_path):
+    """CanoKey's PIV answers GENERAL AUTHENTICATE on an empty slot 6985 (before any PIN check): the slot holds no key
+    (exit 11), as every other card's word says, not "unexpected error" (exit 1). The virtual card answers the same
+    with --empty-slot-status 6985; CanoKey itself when Tools/third-party has built it."""
+    if impl == "virtual":
+        cards(args=["--empty-slot-status", "6985"])
+    else:
+        make_card("canokey", request, cards, monkeypatch)
+    msg = tmp_path / "msg"
+    msg.write_bytes(b"TokenBridge signs this")
+    r = tb(home, "key", "sign", "--slot", "9c", "--input", str(msg), "--output", str(tmp_path / "sig"),
+           pins=["123456"])
+    assert r.returncode == 11 and "Slot 9C holds no key." in r.stderr, r.stderr

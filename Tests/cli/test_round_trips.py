@@ -154,9 +154,13 @@ def test_a_named_token_leaves_the_other_cards_tries_alone(cards, home, apdus, tm
     r = tb(home, "pin", "change", "--token", second.id, pins=["123456", "24681357"])
     assert r.returncode == 0, r.stderr
     # The first card is asked who it is (it is not the one) and nothing else. (Cards are probed in parallel:
-    # their APDUs interleave in pcscd's log, so the probes are compared as a multiset.)
+    # their APDUs interleave in pcscd's log, so the probes are compared as a multiset.) With several cards no probe
+    # keeps its card (a process that waits for one card while it holds another can deadlock with one that probes
+    # them in another order: test_many_cards.py), so the chosen card is taken again for the change: SELECT and the
+    # tries once more, in the transaction of the change.
     sent = apdus.since()
-    assert sorted(sent[:-1]) == sorted([SELECT, SERIAL, SELECT, SERIAL, TRIES]) and sent[-1] == CHANGE, sent
+    assert sorted(sent[:-3]) == sorted([SELECT, SERIAL, SELECT, SERIAL, TRIES]), sent
+    assert sent[-3:] == [SELECT, TRIES, CHANGE], sent
 
 
 @pytest.mark.parametrize("card", piv_params(), indirect=True)

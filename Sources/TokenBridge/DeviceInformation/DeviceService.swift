@@ -14,6 +14,10 @@ public enum DeviceServiceError: Error, Equatable, Sendable {
   case nameAlreadyExists(name: String, server: String)
   /// The server does not know the dispatch target (HTTP 404; the SDK's NotFound).
   case notFound(dispatchTargetID: String, server: String)
+  /// The server named a dispatch target with an id that is, or percent-decodes to, a URL dot-segment ("." or "..",
+  /// RFC 3986 §3.3): in a request path, URL parsers (WHATWG URL §4.4 takes "%2e" as ".") and servers resolve it,
+  /// and a request about the target would reach another resource. Refused, never sent.
+  case unsafeTargetID(String, server: String)
   /// `pending --run ID`: no live operation with that id.
   case operationNotFound(String)
   case backend(BackendError)
@@ -149,6 +153,7 @@ public struct DeviceService {
     }
     guard let created = try? JSONDecoder().decode(DeviceWire.CreatedTarget.self, from: answer), !created.id.isEmpty
     else { throw .backend(.malformedAnswer("dispatch target answer without id")) }
+    try checkTargetID(created.id)
     return created.id
   }
 
@@ -176,6 +181,7 @@ public struct DeviceService {
   /// Sets the name and push token of the dispatch target `id` (a JWS body signed with the device key).
   public func modifyTarget(_ id: String, name: String, pushToken: String?, keys: DeviceKeys) throws(DeviceServiceError)
   {
+    try checkTargetID(id)
     let (status, _) = try exchange {
       let jws = DeviceSignature.sign(
         dispatchTargetID: id, key: keys.signing, name: name, target: pushToken, disablePush: pushToken == nil)
@@ -188,6 +194,7 @@ public struct DeviceService {
 
   /// Deletes the dispatch target `id` (signed as that target).
   public func deleteTarget(_ id: String, keys: DeviceKeys) throws(DeviceServiceError) {
+    try checkTargetID(id)
     let (status, _) = try exchange {
       request(
         "DELETE", DeviceWire.dispatchTargets + "/" + DeviceWire.escaped(id),
@@ -231,6 +238,11 @@ public struct DeviceService {
       return operations
     }
     throw .noDispatchTarget(server: server)
+  }
+
+  /// Refuses a dispatch-target id that is a dot-segment (`DeviceWire.isDotSegment`) before it is put in a path.
+  func checkTargetID(_ id: String) throws(DeviceServiceError) {
+    if DeviceWire.isDotSegment(id) { throw .unsafeTargetID(id, server: server) }
   }
 
   func check(_ status: Int, target: String, name: String?) throws(DeviceServiceError) {

@@ -17,6 +17,44 @@ public enum DeviceWire {
   /// Choice (contract "Decisions"): pending out-of-band operations, GET with `Device-Signature`.
   static func operations(_ deviceID: String) -> String { "/nevisfido/devices/\(escaped(deviceID))/operations" }
 
+  /// Whether `s` is a dot-segment ("." or "..", RFC 3986 §3.3) as it is, or once any number of rounds of
+  /// percent-decoding have been applied (WHATWG URL §4.4 takes "%2e" for "."; a server may decode twice). Such an id
+  /// cannot be one path segment: whatever its encoding, some layer resolves it against the path before it.
+  static func isDotSegment(_ s: String) -> Bool {
+    var bytes = Array(s.utf8)
+    for _ in 0..<8 {
+      if bytes == [0x2E] || bytes == [0x2E, 0x2E] { return true }
+      let decoded = percentDecoded(bytes)
+      if decoded == bytes { return false }
+      bytes = decoded
+    }
+    return false
+  }
+
+  /// `%XX` (hex, either case) replaced by its byte; anything else left as it is.
+  static func percentDecoded(_ b: [UInt8]) -> [UInt8] {
+    func hex(_ c: UInt8) -> UInt8? {
+      switch c {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+      default: nil
+      }
+    }
+    var out: [UInt8] = []
+    var i = 0
+    while i < b.count {
+      if b[i] == UInt8(ascii: "%"), i + 2 < b.count, let h = hex(b[i + 1]), let l = hex(b[i + 2]) {
+        out.append(h << 4 | l)
+        i += 3
+      } else {
+        out.append(b[i])
+        i += 1
+      }
+    }
+    return out
+  }
+
   /// `s` as one path segment, percent-encoded exactly once: RFC 3986 unreserved characters stay, every other
   /// UTF-8 byte becomes %XX, and a segment that is all dots ("." or "..") has them as %2E so that no URL layer
   /// (ours, libcurl's dot-segment removal, a proxy) resolves it. The result is put into the URL as it is

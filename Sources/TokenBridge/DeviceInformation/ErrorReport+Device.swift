@@ -27,6 +27,12 @@ extension ErrorReport {
       return .init(
         status: .serverRefused,
         message: "The server \(shown(s)) does not know \(shown(id)); run tokenbridge device check.", code: "HTTP 404")
+    case .unsafeTargetID(let id, let s):
+      return .init(
+        status: .serverRefused,
+        message: "The server \(shown(s)) named a dispatch target \"\(shown(id))\", which is a URL dot-segment: a "
+          + "request about it would reach another resource, so it is neither kept nor used. Ask the server's "
+          + "operator to give dispatch targets other ids.")
     case .operationNotFound(let id):
       return .init(
         status: .payloadTokenExpired,

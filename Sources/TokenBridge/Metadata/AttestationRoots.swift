@@ -11,15 +11,8 @@ public enum AttestationRoots {
 
   /// The DER certificates of the file at `path`.
   public static func read(path: String) throws(MetadataError) -> [[UInt8]] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-    guard fd >= 0 else { throw .input(.file(path: path, errno: errno)) }
-    defer { close(fd) }
-    var st = stat()
-    guard fstat(fd, &st) == 0 else { throw .input(.file(path: path, errno: errno)) }
-    guard (st.st_mode & S_IFMT) != S_IFDIR else { throw .input(.file(path: path, errno: EISDIR)) }
-    guard (st.st_mode & S_IFMT) == S_IFREG else { throw .input(.notAFile(path: path)) }
-    let bytes = FileIO.read(fd, limit: maxFileSize + 1)
-    guard bytes.count <= maxFileSize else { throw .input(.file(path: path, errno: EFBIG)) }
+    let bytes: [UInt8]
+    do throws(InputError) { bytes = try RegularFile.read(path, limit: maxFileSize) } catch { throw .input(error) }
     guard let certificates = parse(bytes) else { throw .notACertificate(path: path) }
     return certificates
   }

@@ -74,36 +74,12 @@ public enum QRImage {
     do { return try text(in: bytes, timeout: timeout) } catch { throw .outOfBand(error) }
   }
 
-  /// The content of the regular file at `path`. Opened without blocking (a FIFO without a writer would block
-  /// `open` forever) and checked with fstat before anything is read: a directory is EISDIR, a device, FIFO or
-  /// socket `QRImageProblem.notAFile`.
+  /// The content of the regular file at `path` (`RegularFile.read`): a device, FIFO or socket is
+  /// `QRImageProblem.notAFile`.
   public static func readFile(_ path: String) throws(OperationError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-    guard fd >= 0 else { throw .input(.file(path: path, errno: errno)) }
-    defer { close(fd) }
-    var st = stat()
-    guard fstat(fd, &st) == 0 else { throw .input(.file(path: path, errno: errno)) }
-    guard (st.st_mode & S_IFMT) != S_IFDIR else { throw .input(.file(path: path, errno: EISDIR)) }
-    guard (st.st_mode & S_IFMT) == S_IFREG else { throw .outOfBand(.qrImage(.notAFile)) }
-    do throws(InputError) { return try readRegular(fd, path: path, size: Int(st.st_size)) } catch {
+    do throws(InputError) { return try RegularFile.read(path, limit: maxFileSize) } catch {
+      if case .notAFile = error { throw .outOfBand(.qrImage(.notAFile)) }
       throw .input(error)
     }
-  }
-
-  static func readRegular(_ fd: Int32, path: String, size: Int) throws(InputError) -> [UInt8] {
-    guard size <= maxFileSize else { throw .file(path: path, errno: EFBIG) }
-    var out = [UInt8]()
-    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-    while true {
-      let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-      if n < 0 {
-        if errno == EINTR { continue }
-        throw .file(path: path, errno: errno)
-      }
-      if n == 0 { break }
-      out += chunk[0..<n]
-      guard out.count <= maxFileSize else { throw .file(path: path, errno: EFBIG) }
-    }
-    return out
   }
 }

@@ -7,6 +7,12 @@ public enum ServiceSupport {
   /// What keeps a token from serving at all, whatever a policy says (a blocked PIN, a FIDO2 key without
   /// hmac-secret): the reasons a registration choice lists.
   public static func hardwareReasons(_ t: TokenInfo) -> [String] { SelectionCandidate.hardwareProblems(t) }
+
+  /// What the CLI says when pcscd runs but does not answer: the report the service gives a call whose work did
+  /// not end within its deadline.
+  public static var tokensDoNotAnswer: ErrorReport {
+    ErrorReport(OperationError.token(.smartCard(.serviceUnresponsive)))
+  }
 }
 
 extension ServiceSupport {

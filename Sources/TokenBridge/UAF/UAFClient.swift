@@ -122,6 +122,9 @@ public struct UAFClient {
   public var channelBinding = ChannelBinding()
   /// Asked when several tokens fit a registration; nil: refuse and list them.
   public var authenticatorSelector: AuthenticatorSelector?
+  /// Tokens known from an earlier listing and not asked now (another operation holds them): checkPolicy counts
+  /// them as present.
+  public var knownTokens: [TokenInfo] = []
 
   public init(
     configuration: Configuration, facetID: String, server: String, localData: LocalData,
@@ -138,6 +141,7 @@ public struct UAFClient {
   func authenticators() -> [any TokenAuthenticator] {
     tokens.map { PIVAuthenticator(token: $0, configuration: configuration, localData: localData) }
       + fido2Keys.map { FIDO2Authenticator(key: $0, configuration: configuration, localData: localData) }
+      + knownTokens.flatMap(\.sides).map { KnownAuthenticator($0, configuration: configuration) }
   }
 
   /// What the caller asked the server for: every message the server sends back is checked against it
@@ -333,7 +337,7 @@ public struct UAFClient {
         }
       }
     }
-    let present = Set(tokens.map(\.info.id) + fido2Keys.map(\.info.id))
+    let present = Set(tokens.map(\.info.id) + fido2Keys.map(\.info.id) + knownTokens.flatMap(\.sides).map(\.id))
     let absent = records.filter { !present.contains($0.tokenID) }
     for rec in absent {
       why["\(rec.username) on \(rec.tokenID)", default: []].append("that token is not plugged in")

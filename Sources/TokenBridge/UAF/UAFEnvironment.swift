@@ -155,20 +155,26 @@ public struct UAFEnvironment {
     ).envelope
   }
 
-  /// `processUAF`, also giving the KeyID of a registration it answered (confirmed locally), which a later
-  /// notifyUAFResult the server refused abandons (`abandonRegistration`).
+  /// `processUAF`, also giving the KeyID of a registration it answered, which a later notifyUAFResult the server
+  /// refused abandons (`abandonRegistration`). `confirm` false: the registration stays pending, owned by this
+  /// process, until the caller confirms it (`confirmRegistration`, once the answer reached whoever asked) or
+  /// abandons it (the request was cancelled meanwhile); if this process dies first, the next opening of the local
+  /// data abandons it.
   public func processUAFOperation(
     input: [UInt8], facetID: String?, channelBinding: String?, tokens: UAFTokens, verifier: PinUserVerifier,
-    accountSelector: AccountSelector?, authenticatorSelector: AuthenticatorSelector? = nil
+    accountSelector: AccountSelector?, authenticatorSelector: AuthenticatorSelector? = nil, confirm: Bool = true
   ) throws(OperationError) -> (envelope: String, registeredKeyID: String?) {
     let (client, message) = try uafClient(
       input: input, facetID: facetID, channelBinding: channelBinding, tokens: tokens,
       authenticatorSelector: authenticatorSelector)
     let result = try client.process(message, expecting: nil, verifier: verifier, accountSelector: accountSelector)
-    if let k = result.pendingKeyID {
-      do { try localData.confirmRegistration(k) } catch { throw .localData(error) }
-    }
+    if confirm, let k = result.pendingKeyID { try confirmRegistration(k) }
     return (UAFEnvelope.write(result.responseMessage ?? ""), result.pendingKeyID)
+  }
+
+  /// A registration answered by `processUAFOperation(confirm: false)` whose answer was delivered: registered.
+  public func confirmRegistration(_ keyID: String) throws(OperationError) {
+    do { try localData.confirmRegistration(keyID) } catch { throw .localData(error) }
   }
 
   /// checkPolicy for other programs (`tokenbridge serve`): what `processUAF` would throw before its first question
@@ -176,6 +182,16 @@ public struct UAFEnvironment {
   public func checkPolicy(input: [UInt8], facetID: String?, tokens: UAFTokens) throws(OperationError) {
     let (client, message) = try uafClient(
       input: input, facetID: facetID, channelBinding: nil, tokens: tokens, authenticatorSelector: nil)
+    try client.checkPolicy(message)
+  }
+
+  /// checkPolicy over tokens known from an earlier listing, without asking any token (the desktop service while
+  /// another operation holds them).
+  public func checkPolicy(input: [UInt8], facetID: String?, known: [TokenInfo]) throws(OperationError) {
+    var (client, message) = try uafClient(
+      input: input, facetID: facetID, channelBinding: nil, tokens: UAFTokens(piv: [], fido2: []),
+      authenticatorSelector: nil)
+    client.knownTokens = known
     try client.checkPolicy(message)
   }
 

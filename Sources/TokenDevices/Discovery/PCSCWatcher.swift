@@ -63,7 +63,7 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   deinit {
     stop()
-    if let c = state.withLock({ $0.context }) { SCardReleaseContext(c) }
+    if let c = state.withLock({ $0.context }) { _ = PCSCCall.run { SCardReleaseContext(c) } }
     if wake.read >= 0 {
       close(wake.read)
       close(wake.write)
@@ -77,10 +77,13 @@ public final class PCSCWatcher: @unchecked Sendable {
 
   /// Ends the loop (SCardCancel wakes a waiting SCardGetStatusChange; the pipe wakes a wait for pcscd).
   public func stop() {
-    state.withLock {
+    let context = state.withLock {
       $0.stopped = true
-      if let c = $0.context { SCardCancel(c) }
+      return $0.context
     }
+    // Outside the lock: with pcscd stopped, the cancel waits for the deadline (`PCSCCall`), and the loop must not.
+    // (A context released meanwhile is refused by pcsc-lite: SCARD_E_INVALID_HANDLE.)
+    if let c = context { _ = PCSCCall.run { SCardCancel(c) } }
     if wake.write >= 0 { _ = write(wake.write, "x", 1) }
   }
 
@@ -106,6 +109,7 @@ public final class PCSCWatcher: @unchecked Sendable {
     // when its socket to pcscd breaks mid-call.
     let broken: Set<UInt32> = [0x8010_0001, 0x8010_0013, 0x8010_0014]
     return st == .noService || st == .serviceStopped || st == .invalidHandle || broken.contains(st.rawValue)
+      || rv == PCSCCall.unresponsiveRV
   }
 
   func loop(_ handler: @escaping @Sendable (PCSCEvent) -> Void) {
@@ -138,7 +142,7 @@ public final class PCSCWatcher: @unchecked Sendable {
       case .stopped: return
       case .serviceGone:
         state.withLock {
-          SCardReleaseContext(ctx)
+          _ = PCSCCall.run { SCardReleaseContext(ctx) }
           $0.context = nil
         }
         if !down {
@@ -154,10 +158,10 @@ public final class PCSCWatcher: @unchecked Sendable {
   func refresh(_ ctx: SCARDCONTEXT, timeoutMs: DWORD, report: (PCSCEvent) -> Void) -> Outcome {
     var len: DWORD = 0
     var names: [String] = []
-    var rv = SCardListReaders(ctx, nil, nil, &len)
+    var rv = PCSCCall.run { SCardListReaders(ctx, nil, nil, &len) }
     if PCSCStatus(rv) == .success {
       var buf = [CChar](repeating: 0, count: Int(len))
-      rv = SCardListReaders(ctx, nil, &buf, &len)
+      rv = PCSCCall.run { SCardListReaders(ctx, nil, &buf, &len) }
       if PCSCStatus(rv) == .success {
         names = buf.split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
       }

@@ -14,6 +14,12 @@ extension TokenDiscovery {
   /// take about two probes' time, not eight. A probe waits as long as another process holds its card (a
   /// transaction is a legitimate wait: that process may be asking its user for a PIN); the other threads go on
   /// with the other cards. Trace lines are collected per card and replayed in reader order.
+  ///
+  /// No card is held while a probe waits for another: with several cards each probe ends its transaction, and
+  /// `holdCards` takes effect at the session's first operation after discovery (which SELECTs again). Holding the
+  /// probed cards while waiting for the rest deadlocked processes that probed the same cards in another order
+  /// (HardwareNotes.md, PC/SC). A lone card is kept from its probe on: there is no other card to wait for.
+  /// Every probing thread has left pcsc-lite before this returns (its context released, or kept by a session).
   func discoverPCSC(into result: inout DiscoveryResult, otherTokens: Int = 0) -> SmartCardError? {
     let context: PCSCContext
     let readers: [String]
@@ -33,16 +39,17 @@ extension TokenDiscovery {
     }
     let detailed = details || (onlyID == nil && present.count + otherTokens > 1)
     let identify = self.identify || detailed || onlyID != nil || present.count + otherTokens > 1
-    let (includePUK, holdCards, onlyID, tracing) = (self.includePUK, self.holdCards, self.onlyID, trace != nil)
+    let (includePUK, onlyID, tracing) = (self.includePUK, self.onlyID, trace != nil)
     let listing = !sessions
     let cards = present
+    let holdWhileProbing = holdCards && cards.count == 1
     let outcomes = cards.map { _ in Handover<(PIVProbe, [String])>() }
     let probeCard: @Sendable (Int, PCSCContext?) -> Void = { i, own in
       let (reader, atr) = cards[i]
       outcomes[i].store(
         Self.probe(
           reader: reader, atr: atr, own: own, includePUK: includePUK, detailed: detailed, identify: identify,
-          holdCards: holdCards, onlyID: onlyID, tracing: tracing, listing: listing))
+          holdCards: holdWhileProbing, onlyID: onlyID, tracing: tracing, listing: listing))
     }
     let workers = min(cards.count, Self.cardProbeThreads)
     let next = Counter()
@@ -50,34 +57,42 @@ extension TokenDiscovery {
       let n = next.increment()
       return n < cards.count ? n : nil
     }
+    let finished = DispatchSemaphore(value: 0)
+    var started = 0
     for _ in 0..<max(0, workers - 1) {
       // pcsc-lite's client is not safe against a context released (or a card disconnected) in one thread while
-      // another thread is inside it (HardwareNotes.md, PC/SC): so a probing thread never disconnects a card
-      // (`PCSCCard.detach`), and it releases its context, when no session keeps it, before it hands over its
-      // outcomes, that is before the caller goes on to disconnect anything.
-      let started = POSIXThread.start {
-        var own = try? PCSCContext()
+      // another thread is inside it, nor against the library's exit-time destructor freeing its list of contexts
+      // while a thread still walks it (HardwareNotes.md, PC/SC): so a probing thread never disconnects a card
+      // (`PCSCCard.detach`), establishes its context only once it has a card to probe, releases it (when no session
+      // keeps it) before it hands over its outcomes, and says when it is done; the caller waits for that.
+      let ok = POSIXThread.start {
+        var own: PCSCContext?
         var done: [Int] = []
         while let i = take() {
+          if own == nil { own = try? PCSCContext() }
           probeCard(i, own)
           done.append(i)
         }
         own = nil
         for i in done { outcomes[i].release() }
+        finished.signal()
       }
-      if !started { break }
+      if !ok { break }
+      started += 1
     }
     // This thread probes too, through the context that listed the readers.
     while let i = take() {
       probeCard(i, context)
       outcomes[i].release()
     }
+    for _ in 0..<started { finished.wait() }
     for ((reader, _), outcome) in zip(cards, outcomes) {
       let (probe, lines) = outcome.wait()
       for line in lines { trace?(line) }
       switch probe {
       case .found(let t):
         t.session.card.trace = trace
+        t.session.holdsCard = holdCards
         result.found.append(t)
       case .listed(let t): result.listed.append(t)
       case .noCard: result.emptyReaders.append(reader)

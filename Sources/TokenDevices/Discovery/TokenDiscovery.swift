@@ -73,6 +73,10 @@ public struct UnusableToken: Sendable, Equatable {
 /// semaphore orders the write before the read (`release` happens after `store`, the read after `wait`), so no lock
 /// is needed. `@unchecked`: region checking cannot see that move (the session is made with the probing thread's
 /// PC/SC context), so neither `sending` nor a `Mutex` can carry it.
+///
+/// `wait` takes the value out: the probing thread still holds the handover until its closure is torn down, and a
+/// session left in it would be freed there, whenever that thread runs last — its card disconnected and its context
+/// released on that thread while the collecting one is inside pcsc-lite, or exits (HardwareNotes.md, PC/SC).
 final class Handover<T>: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
   private var value: T?
@@ -85,6 +89,7 @@ final class Handover<T>: @unchecked Sendable {
   func release() { done.signal() }
   func wait() -> T {
     done.wait()
+    defer { value = nil }
     return value!
   }
 }

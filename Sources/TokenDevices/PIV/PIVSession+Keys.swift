@@ -192,6 +192,11 @@ extension PIVSession {
       answers.emptySlotWord = r.statusWord
       throw .slotEmpty(slot.rawValue)
     }
+    // CanoKey's PIV answers GENERAL AUTHENTICATE on an empty slot 6985 (conditions of use not satisfied), before
+    // any check of the PIN (canokey-core applets/piv/piv.c, `piv_general_authenticate`). A slot with a key answers
+    // 6982 while the PIN is not verified, so 6985 here says the key is missing. GENERAL AUTHENTICATE only: GET
+    // METADATA and GET DATA keep their own words.
+    if r.statusWord == .conditionsNotSatisfied { throw .slotEmpty(slot.rawValue) }
     try expectSuccess(r, "GENERAL AUTHENTICATE (sign)")
     guard let t = BERTLV.find(0x7C, in: r.data), let sig = BERTLV.find(0x82, in: t), sig.first == 0x30 else {
       throw .malformedResponse(operation: "GENERAL AUTHENTICATE (sign)")

@@ -17,7 +17,7 @@ public final class PCSCContext {
     handle = ctx
   }
 
-  deinit { SCardReleaseContext(handle) }
+  deinit { _ = PCSCCall.run { SCardReleaseContext(handle) } }
 
   /// Names of the readers pcscd knows; empty when there are none. One call (one round trip to pcscd) into a buffer
   /// that holds what pcsc-lite can list (16 readers of at most 128 bytes each); the usual size query first costs
@@ -26,14 +26,14 @@ public final class PCSCContext {
   public func readers() throws(SmartCardError) -> [String] {
     var len = DWORD(4096)
     var buf = [CChar](repeating: 0, count: Int(len))
-    var rv = SCardListReaders(handle, nil, &buf, &len)
+    var rv = PCSCCall.run { SCardListReaders(handle, nil, &buf, &len) }
     if PCSCStatus(rv) == .insufficientBuffer {
       len = 0
-      rv = SCardListReaders(handle, nil, nil, &len)
+      rv = PCSCCall.run { SCardListReaders(handle, nil, nil, &len) }
       if PCSCStatus(rv) == .noReadersAvailable { return [] }
       try Self.check(rv, "SCardListReaders")
       buf = [CChar](repeating: 0, count: Int(len))
-      rv = SCardListReaders(handle, nil, &buf, &len)
+      rv = PCSCCall.run { SCardListReaders(handle, nil, &buf, &len) }
     }
     if PCSCStatus(rv) == .noReadersAvailable { return [] }
     try Self.check(rv, "SCardListReaders")
@@ -53,7 +53,8 @@ public final class PCSCContext {
       st.dwCurrentState = DWORD(SCARD_STATE_UNAWARE)
       return st
     }
-    let rv = SCardGetStatusChange(handle, 0, &states, DWORD(states.count))
+    let count = DWORD(states.count)
+    let rv = PCSCCall.run { SCardGetStatusChange(handle, 0, &states, count) }
     if PCSCStatus(rv) == .unknownReader { throw .unknownReader(readers.joined(separator: ", ")) }
     try Self.check(rv, "SCardGetStatusChange")
     return states.map { st in
@@ -70,7 +71,7 @@ public final class PCSCContext {
       st.szReader = name
       st.dwCurrentState = DWORD(SCARD_STATE_UNAWARE)
       defer { st.szReader = nil }
-      return SCardGetStatusChange(handle, 0, &st, 1)
+      return PCSCCall.run { SCardGetStatusChange(handle, 0, &st, 1) }
     }
     if PCSCStatus(rv) == .unknownReader { throw .unknownReader(reader) }
     try Self.check(rv, "SCardGetStatusChange")
@@ -117,7 +118,8 @@ public final class PCSCContext {
       st.dwCurrentState = i == 0 ? DWORD(readers.count << 16) : (current(name) ?? DWORD(SCARD_STATE_UNAWARE))
       return st
     }
-    let rv = SCardGetStatusChange(context, timeoutMs, &states, DWORD(states.count))
+    let count = DWORD(states.count)
+    let rv = PCSCCall.run { SCardGetStatusChange(context, timeoutMs, &states, count) }
     return (rv, states.dropFirst().map(\.dwEventState))
   }
 
@@ -133,19 +135,22 @@ public final class PCSCContext {
   public func channelID(_ reader: String) -> UInt32? {
     var h: SCARDHANDLE = 0
     var proto: DWORD = 0
-    let rv = reader.withCString { SCardConnect(handle, $0, DWORD(SCARD_SHARE_DIRECT), 0, &h, &proto) }
+    let rv = reader.withCString { name in
+      PCSCCall.run { SCardConnect(handle, name, DWORD(SCARD_SHARE_DIRECT), 0, &h, &proto) }
+    }
     guard PCSCStatus(rv) == .success else { return nil }
-    defer { SCardDisconnect(h, DWORD(SCARD_LEAVE_CARD)) }
+    defer { _ = PCSCCall.run { SCardDisconnect(h, DWORD(SCARD_LEAVE_CARD)) } }
     var value = [UInt8](repeating: 0, count: 8)
     var length = DWORD(value.count)
     // SCARD_ATTR_CHANNEL_ID = SCARD_ATTR_VALUE(SCARD_CLASS_COMMUNICATIONS (2), 0x0110) (pcsc-lite's reader.h).
     let attribute: DWORD = 2 << 16 | 0x0110
-    let got = SCardGetAttrib(h, attribute, &value, &length)
+    let got = PCSCCall.run { SCardGetAttrib(h, attribute, &value, &length) }
     guard PCSCStatus(got) == .success, length == 4 else { return nil }
     return UInt32(value[0]) | UInt32(value[1]) << 8 | UInt32(value[2]) << 16 | UInt32(value[3]) << 24
   }
 
   static func check(_ rv: LONG, _ call: String, reader: String = "") throws(SmartCardError) {
+    if rv == PCSCCall.unresponsiveRV { throw .serviceUnresponsive }
     let st = PCSCStatus(rv)
     if st == .success { return }
     switch st {
@@ -181,8 +186,10 @@ public final class PCSCCard: SmartCardTransport {
     var h: SCARDHANDLE = 0
     var proto: DWORD = 0
     let rv = reader.withCString { name in
-      SCardConnect(
-        context.handle, name, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &h, &proto)
+      PCSCCall.run {
+        SCardConnect(
+          context.handle, name, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &h, &proto)
+      }
     }
     try PCSCContext.check(rv, "SCardConnect", reader: reader)
     handle = h
@@ -214,22 +221,22 @@ public final class PCSCCard: SmartCardTransport {
       // The reset (when due) happens while this process still holds the card, so no other process ever sees it
       // verified; the disconnect then leaves it. Resetting in both was a second power cycle of the card, a round
       // trip to the reader for nothing (pcscd -d: "Reset complete." twice; HardwareNotes.md).
-      SCardEndTransaction(handle, disposition)
-      SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD))
+      _ = PCSCCall.run { SCardEndTransaction(handle, disposition) }
+      _ = PCSCCall.run { SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD)) }
     } else {
-      SCardDisconnect(handle, disposition)
+      _ = PCSCCall.run { SCardDisconnect(handle, disposition) }
     }
     inTransaction = false
   }
 
   /// Takes the card for this process (blocks while another process holds it).
   public func beginTransaction() throws(SmartCardError) {
-    var rv = SCardBeginTransaction(handle)
+    var rv = PCSCCall.run { SCardBeginTransaction(handle) }
     // Each run that ends resets the card (see `resetOnClose`): with several runs in parallel it can be reset
     // again between our reconnect and our next try, so try as often as there may be runs ending meanwhile.
     for _ in 0..<16 where PCSCStatus(rv).isReset {
       try reconnect()
-      rv = SCardBeginTransaction(handle)
+      rv = PCSCCall.run { SCardBeginTransaction(handle) }
     }
     try PCSCContext.check(rv, "SCardBeginTransaction", reader: reader)
     inTransaction = true
@@ -237,15 +244,17 @@ public final class PCSCCard: SmartCardTransport {
 
   public func endTransaction() {
     guard inTransaction else { return }
-    SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD))
+    _ = PCSCCall.run { SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD)) }
     inTransaction = false
   }
 
   /// After `SCARD_W_RESET_CARD`: keep the handle, re-power the session.
   public func reconnect() throws(SmartCardError) {
-    let rv = SCardReconnect(
-      handle, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_LEAVE_CARD),
-      &protocolID)
+    let rv = PCSCCall.run {
+      SCardReconnect(
+        handle, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_LEAVE_CARD),
+        &protocolID)
+    }
     try PCSCContext.check(rv, "SCardReconnect", reader: reader)
   }
 
@@ -261,82 +270,13 @@ public final class PCSCCard: SmartCardTransport {
     var rv: LONG = 0
     let out = [UInt8](unsafeUninitializedCapacity: capacity) { buf, count in
       rv = command.withUnsafeBufferPointer { cmd in
-        SCardTransmit(handle, &pci, cmd.baseAddress, DWORD(cmd.count), nil, buf.baseAddress, &outLen)
+        PCSCCall.run {
+          SCardTransmit(handle, &pci, cmd.baseAddress, DWORD(cmd.count), nil, buf.baseAddress, &outLen)
+        }
       }
       count = rv == SCARD_S_SUCCESS ? min(Int(outLen), capacity) : 0
     }
     try PCSCContext.check(rv, "SCardTransmit", reader: reader)
     return out
-  }
-}
-
-/// `SCardEstablishContext` with a deadline. A pcscd that accepted our connection but does not answer (stopped with
-/// SIGSTOP, hung) would block pcsc-lite's client for ever: it waits for pcscd's answer in `poll` without a timeout
-/// (1.9.9, winscard_msg.c `MessageReceive`; a full listen backlog blocks it in `connect` before that), holding the
-/// library's global lock, so every later PC/SC call of the process would block too. The first establishment of the
-/// process, the first PC/SC call of every use, therefore runs on a helper thread and is given up after
-/// `answerDeadline`: `.serviceUnresponsive`, and from then on this process makes no PC/SC call (the same error at
-/// once; the stuck thread still holds the lock). Once pcscd has answered, later contexts are established directly
-/// (one thread per process is the whole cost). A pcscd stopped after that is not detected here.
-enum PCSCEstablish {
-  enum State {
-    case unknown
-    case answered
-    case unresponsive
-  }
-
-  static let state = Mutex(State.unknown)
-  /// pcscd answers in milliseconds; a socket-activated one that is starting, within a second or two.
-  static let answerDeadline = 5.0
-
-  /// What `SCardEstablishContext` returned, and the context.
-  static func context() throws(SmartCardError) -> (LONG, SCARDCONTEXT) {
-    switch state.withLock({ $0 }) {
-    case .answered: return establish()
-    case .unresponsive: throw .serviceUnresponsive
-    case .unknown: break
-    }
-    final class Outcome: @unchecked Sendable {
-      let lock = Mutex<(rv: LONG, ctx: SCARDCONTEXT, abandoned: Bool)?>(nil)
-      let done = DispatchSemaphore(value: 0)
-    }
-    let outcome = Outcome()
-    let started = POSIXThread.start(stackSize: 1 << 20) {
-      let (rv, ctx) = establish()
-      let abandoned = outcome.lock.withLock { o -> Bool in
-        if o?.abandoned == true { return true }
-        o = (rv, ctx, false)
-        return false
-      }
-      // Given up on meanwhile: nobody will use the context (pcscd answered late).
-      if abandoned && rv == SCARD_S_SUCCESS { SCardReleaseContext(ctx) }
-      outcome.done.signal()
-    }
-    guard started else { return establish() }
-    if outcome.done.wait(timeout: .now() + answerDeadline) == .timedOut {
-      let result = outcome.lock.withLock { o -> (LONG, SCARDCONTEXT)? in
-        if let o { return (o.rv, o.ctx) }
-        o = (0, 0, true)
-        return nil
-      }
-      guard let result else {
-        state.withLock { $0 = .unresponsive }
-        throw .serviceUnresponsive
-      }
-      return answered(result)
-    }
-    return answered(outcome.lock.withLock { ($0!.rv, $0!.ctx) })
-  }
-
-  static func answered(_ result: (LONG, SCARDCONTEXT)) -> (LONG, SCARDCONTEXT) {
-    // "No service" (no socket, pcscd not running) is an answer too, but not pcscd's: the next use asks anew.
-    if PCSCStatus(result.0) == .success { state.withLock { $0 = .answered } }
-    return result
-  }
-
-  static func establish() -> (LONG, SCARDCONTEXT) {
-    var ctx: SCARDCONTEXT = 0
-    let rv = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &ctx)
-    return (rv, ctx)
   }
 }

@@ -8,6 +8,10 @@ public struct PIVCardProfile: Sendable, Equatable {
   /// (6A80 for GENERAL AUTHENTICATE, 6A82 for GET METADATA). SP 800-73-4 leaves it open; cards use 6A80,
   /// 6A82, 6A86 or 6A88. A data object that is absent is 6A82 in every profile (SP 800-73-4 Part 2 §3.1.2).
   public var emptySlotStatus: UInt16?
+  /// The status word GENERAL AUTHENTICATE alone answers for an empty key slot, where it differs from
+  /// `emptySlotStatus`: CanoKey's PIV answers 6985 (canokey-core applets/piv/piv.c, `piv_general_authenticate`:
+  /// "empty slot after reset", SW_CONDITIONS_NOT_SATISFIED) and 6A82 to GET METADATA.
+  public var signEmptySlotStatus: UInt16?
   /// GET METADATA of an empty key slot answers 9000 with no algorithm (tag 01) instead of a status word.
   public var emptyMetadataWithoutAlgorithm = false
   /// PIN tries of a new card (YubiKey: 3; cards in the field have 5, 8, 10 or 15).
@@ -27,8 +31,9 @@ public struct PIVCardProfile: Sendable, Equatable {
   /// A card without any YubiKey extension, 5 PIN tries, 6A88 for an empty slot.
   public static let generic = PIVCardProfile(yubicoExtensions: false, emptySlotStatus: 0x6A88, pinTries: 5)
 
-  /// The words a card may use for an empty slot (what `--empty-slot-status` takes).
-  public static let emptySlotWords: [UInt16] = [0x6A80, 0x6A82, 0x6A86, 0x6A88]
+  /// The words a card may use for an empty slot (what `--empty-slot-status` takes); 6985 is GENERAL
+  /// AUTHENTICATE's only (`signEmptySlotStatus`).
+  public static let emptySlotWords: [UInt16] = [0x6A80, 0x6A82, 0x6A86, 0x6A88, 0x6985]
 
   /// Yubico's instructions, refused when `yubicoExtensions` is off.
   static let yubicoInstructions: Set<UInt8> = [0xFD, 0xF8, 0xF7, 0xFA, 0xFB, 0xFF]

@@ -17,7 +17,9 @@ extension VirtualPIVCard {
     for t in inner { fields[t.tag] = t.value }
     if p2 == 0x9B { return managementAuthenticate(p1: p1, fields) }
     guard Self.keySlots.contains(p2) else { return ([], 0x6A88) }
-    guard let key = state.keys[hexKey([p2])] else { return ([], profile.emptySlotStatus ?? 0x6A80) }
+    guard let key = state.keys[hexKey([p2])] else {
+      return ([], profile.signEmptySlotStatus ?? profile.emptySlotStatus ?? 0x6A80)
+    }
     guard key.algorithm == p1 else { return ([], 0x6A80) }
     // PIN policy: 1 never, 2 once, 3 always (always is treated as once here; see HardwareNotes.md).
     if key.pinPolicy != 1 && !pinVerified { return ([], 0x6982) }

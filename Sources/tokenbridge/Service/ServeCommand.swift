@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Platform
 import TokenBridge
+import TokenBridgeService
 
 struct ServeCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -17,9 +18,12 @@ struct ServeCommand: ParsableCommand {
   var idleTimeout: Double = 60
   @Option(help: "A D-Bus address to serve on instead of the session bus (tests).")
   var address: String?
+  @Option(help: .hidden)
+  var callTimeout: Double = 20
 
   func validate() throws {
     guard idleTimeout >= 0, idleTimeout <= 86_400 else { throw ValidationError("--idle-timeout: 0 to 86400") }
+    guard callTimeout > 0, callTimeout <= 600 else { throw ValidationError("--call-timeout: 0 to 600") }
   }
 
   func run() throws {
@@ -30,9 +34,11 @@ struct ServeCommand: ParsableCommand {
       throw ExitCode(r.status.rawValue)
     }
     do {
-      let service = try Service(address: address, configuration: configuration, idleTimeout: idleTimeout)
+      let service = try DesktopService(
+        address: address, configuration: configuration, idleTimeout: idleTimeout, callTimeout: callTimeout,
+        verifiers: Self.verifier)
       try service.run()
-    } catch let e as DBusError {
+    } catch let e as ServiceBusError {
       FileIO.writeError("tokenbridge serve: \(e.message)\n")
       throw ExitCode(1)
     } catch let e as LibraryUnavailable {
@@ -40,4 +46,13 @@ struct ServeCommand: ParsableCommand {
       throw ExitCode(1)
     }
   }
+
+  /// A request's prompts: the CLI's prompter, pinentry only (the service has no terminal).
+  @Sendable static func verifier(_ pinentry: Pinentry, _ dialogContext: [String]) -> any RequestVerifier {
+    let prompter = Prompter(pinentry: pinentry)
+    prompter.dialogContext = dialogContext
+    return prompter
+  }
 }
+
+extension Prompter: RequestVerifier {}

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import TokenBridge
+@testable import TokenBridgeService
 
 /// The facet ID of a `tokenbridge serve` caller (docs/dbus-api.md, "Who is calling"), on a /proc tree built in a
 /// scratch directory: a Flatpak app only in a root of its own, a snap by its cgroup, anything else by its executable.
@@ -41,6 +41,27 @@ import Testing
     try "[Application]\nname=org.example/../x\n".write(
       to: sandbox.appendingPathComponent(".flatpak-info"), atomically: true, encoding: .utf8)
     #expect(CallerIdentity.of(pid: 200, proc: p.path)?.kind == .executable)
+  }
+
+  /// The caller chooses what its root holds: a FIFO, a link or a huge file at /.flatpak-info is no app id, and
+  /// reading it does not block.
+  @Test func aFlatpakInfoThatIsNotASmallRegularFileIsNoAppID() throws {
+    let p = try proc()
+    let sandbox = p.appendingPathComponent("sandbox")
+    try FileManager.default.createDirectory(at: sandbox, withIntermediateDirectories: true)
+    let info = sandbox.appendingPathComponent(".flatpak-info")
+    try process(p, 210, exe: "/usr/bin/chrooted", root: sandbox.path)
+    #expect(mkfifo(info.path, 0o600) == 0)
+    #expect(CallerIdentity.of(pid: 210, proc: p.path)?.facetID == "unix:exe:/usr/bin/chrooted")
+    try FileManager.default.removeItem(at: info)
+    let real = p.appendingPathComponent("real-info")
+    try "[Application]\nname=org.example.Bank\n".write(to: real, atomically: true, encoding: .utf8)
+    try FileManager.default.createSymbolicLink(atPath: info.path, withDestinationPath: real.path)
+    #expect(CallerIdentity.of(pid: 210, proc: p.path)?.kind == .executable)
+    try FileManager.default.removeItem(at: info)
+    try ("[Application]\nname=org.example.Bank\n" + String(repeating: "#", count: 70_000)).write(
+      to: info, atomically: true, encoding: .utf8)
+    #expect(CallerIdentity.of(pid: 210, proc: p.path)?.kind == .executable)
   }
 
   @Test func aSnapIsItsNameFromItsCgroup() throws {

@@ -39,15 +39,32 @@ public struct CallerIdentity: Sendable, Equatable {
   }
 
   /// The app id in the caller's `/.flatpak-info`, only when the caller's root is not ours: a process that shares
-  /// our root sees our file (or none) there, and no unprivileged program can write one into our root; a process
-  /// in its own root (a Flatpak sandbox) got it from flatpak.
+  /// our root sees our file (or none) there; a process in a root of its own (a Flatpak sandbox) got it from flatpak
+  /// or wrote it itself. Any unconfined program of this user can make such a root (a user and mount namespace and
+  /// a chroot), so the app id is a claim a sandboxed app cannot forge and an unconfined one can: the service relies
+  /// on it to tell sandboxed apps apart, not to tell them from the user's own programs (docs/dbus-api.md, "Who is
+  /// calling"). The file is the caller's to choose: it is opened without blocking and without following a link,
+  /// and read only when it is a regular file of at most 64 KiB.
   static func flatpakAppID(_ base: String) -> String? {
     var theirs = stat()
     var ours = stat()
     guard stat("\(base)/root/", &theirs) == 0, stat("/", &ours) == 0 else { return nil }
     if theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino { return nil }
-    guard let bytes = FileIO.read(path: "\(base)/root/.flatpak-info", limit: 64 * 1024) else { return nil }
+    guard let bytes = readCallerFile("\(base)/root/.flatpak-info", limit: 64 * 1024) else { return nil }
     return iniValue(String(decoding: bytes, as: UTF8.self), section: "Application", key: "name")
+  }
+
+  /// A file in a tree the caller controls: opened non-blocking (a FIFO or a device answers at once instead of
+  /// holding the bus thread), not through a symbolic link, read only when it is a regular file of at most
+  /// `limit` bytes; nil otherwise.
+  static func readCallerFile(_ path: String, limit: Int) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= limit else { return nil }
+    let bytes = FileIO.read(fd, limit: limit + 1)
+    return bytes.count <= limit ? bytes : nil
   }
 
   /// `key=` of `[section]` in a GKeyFile text; nil when absent or not a plausible app id.
