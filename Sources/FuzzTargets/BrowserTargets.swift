@@ -6,7 +6,7 @@ import TokenBridge
 /// through `BrowserRequest.parse` and, when it names a call, into a reply. Properties: a frame read is never larger
 /// than the bound and is exactly the bytes its header announced, in order (the frames re-framed are a prefix of the
 /// stream); a stream that ends cleanly is all frames; an accepted request has an id a JavaScript number holds, a
-/// known method and an https origin; a reply is a frame a browser takes (at most 1 MiB) that reads back as a JSON
+/// known method and an https origin (a cancel: none); a reply is a frame a browser takes (at most 1 MiB) that reads back as a JSON
 /// object with the call's id.
 enum NativeMessagingTarget {
   static func run(_ data: [UInt8]) {
@@ -51,7 +51,9 @@ enum NativeMessagingTarget {
     do {
       let r = try BrowserRequest.parse(frame)
       check(r.id >= 0 && r.id <= BrowserRequest.maxID, "an id out of range")
-      check(r.origin.hasPrefix("https://") && r.origin.utf8.count <= 2048, "an accepted origin that is not https")
+      check(
+        r.method == .cancel || (r.origin.hasPrefix("https://") && r.origin.utf8.count <= 2048),
+        "an accepted origin that is not https")
       check(BrowserRequest.Method(rawValue: r.method.rawValue) == r.method, "an unknown method")
       id = r.id
     } catch {

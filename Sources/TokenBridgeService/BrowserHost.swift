@@ -97,6 +97,14 @@ public final class BrowserHost {
           throw DBusError(name: "", message: "255: no request object")
         }
         open[path] = (request.id, service)
+      case .cancel:
+        // The request's Response (cancelled) still comes and answers the cancelled call's id.
+        if let path = open.first(where: { $0.value.id == request.cancels })?.key {
+          let m = try bus.newMethodCall(
+            destination: open[path]!.service, path: path, interface: Self.requestInterface, member: "Close")
+          _ = try? bus.call(m, timeoutMicros: 30_000_000)
+        }
+        reply(request.id, .noError)
       case .notifyUAFResult:
         let m = try bus.newMethodCall(
           destination: Self.busName, path: Self.objectPath, interface: Self.interface, member: "NotifyUAFResult")

@@ -49,6 +49,7 @@ import Testing
     let r = try parse(
       #"{"id":4,"method":"notifyUAFResult","origin":"https://bank.example:8443","uafProtocolMessage":"[]","responseCode":1498}"#
     )
+    #expect(try parse(#"{"id":5,"method":"cancel","cancels":4}"#).cancels == 4)
     #expect(r.responseCode == 1498 && r.uafProtocolMessage == "[]" && r.envelope == #"{"uafProtocolMessage":"[]"}"#)
   }
 
@@ -66,6 +67,7 @@ import Testing
       (#"{"id":5,"method":"discover","origin":"https://a.example/p"}"#, 5, .untrustedFacetID),
       (#"{"id":6,"method":"checkPolicy","origin":"https://a.example"}"#, 6, .protocolError),
       (#"{"id":7,"method":"notifyUAFResult","origin":"https://a.example","uafProtocolMessage":""}"#, 7, .protocolError),
+      (#"{"id":8,"method":"cancel"}"#, 8, .protocolError),
     ]
     for (text, id, code) in cases {
       #expect(throws: BrowserRequest.Invalid.self, "\(text)") { try parse(text) }

@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 import browsers
 from conftest import TOKENBRIDGE, wait_until
 from implementations import UAFToken
-from test_dbus_service import Bus, bus, home, pinentry_log, scenario  # noqa: F401 (fixtures)
+from test_dbus_service import alive, bus, home, pinentry_log, pinentry_pids, scenario  # noqa: F401 (fixtures)
 from test_uaf import rp as rps  # noqa: F401 (fixture)
 
 TOKENBRIDGE_REAL = os.path.realpath(TOKENBRIDGE)
@@ -279,3 +279,23 @@ def test_a_frame_of_another_origin_is_refused(browser, card, bus, rps, pages, tm
         assert b.run("return location.origin") == src
         assert b.run_async(CALL, "checkPolicy", reg, None) == {"error": want}, src
         b.frame(None)
+
+
+def test_leaving_the_page_closes_its_dialog(browser, card, bus, rps, pages, scenario, tmp_path):
+    """A registration's page navigated away while its PIN dialog is up: the request is closed (the pinentry
+    stopped), nothing is registered, and the token is free for the next page."""
+    server = rps("--facet", pages.origin)
+    allow_host(tmp_path)
+    b = browser({"DBUS_SESSION_BUS_ADDRESS": bus().address})
+    page(b, pages.origin)
+    scenario(["@hang", "123456"])
+    b.run("window.tb.start('reg', 'processUAFOperation', arguments[0])",
+          server.request("Reg", username="alice")["uafRequest"])
+    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "the PIN dialog", timeout=60)
+    [pid] = pinentry_pids(tmp_path)
+    page(b, pages.second_origin)
+    wait_until(lambda: not alive(pid), "the pinentry stopped once its page was gone", timeout=30)
+    assert server.registrations() == []
+    page(b, pages.origin)
+    r = b.run_async(CALL, "processUAFOperation", server.request("Reg", username="bob")["uafRequest"], None)
+    assert "ok" in r, r

@@ -281,7 +281,13 @@ def test_installs_over_nothing_with_the_packaged_files(pkg):
               "/usr/share/doc/tokenbridge/HardwareNotes.md.gz", "/usr/share/doc/tokenbridge/copyright",
               "/usr/share/tokenbridge/metadata/7B1D-0001.json", "/usr/share/tokenbridge/metadata/7B1D-0002.json",
               "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0001.json",
-              "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0002.json"]:
+              "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0002.json",
+              # Web pages (README "Web pages"): the native-messaging host, its manifests, the extension.
+              "/usr/libexec/tokenbridge/browser-host",
+              "/usr/lib/mozilla/native-messaging-hosts/org.tokenbridge.uaf.json",
+              "/etc/chromium/native-messaging-hosts/org.tokenbridge.uaf.json",
+              "/usr/share/tokenbridge/browser/tokenbridge-uaf.xpi",
+              "/usr/share/tokenbridge/browser/extension/manifest.json"]:
         assert f in files, files
     assert pkg["metadata_same"] == "7B1D#0001|7B1D#0002", pkg["metadata_same"]
     # No test tool in the user's package.

@@ -56,21 +56,27 @@ function callerOrigin(sender) {
   return { origin };
 }
 
-function handle(message, sender) {
-  if (sender.id !== api.runtime.id || !METHODS.includes(message.method)) {
-    return Promise.resolve({ errorCode: PROTOCOL_ERROR });
+// The call for the host, or the ErrorCode that refuses it.
+function prepare(message, sender) {
+  if (!message || sender.id !== api.runtime.id || !METHODS.includes(message.method)) {
+    return { errorCode: PROTOCOL_ERROR };
   }
   const caller = callerOrigin(sender);
-  if (!caller.origin) return Promise.resolve(caller);
+  if (!caller.origin) return caller;
   const call = { id: nextId++, method: message.method, origin: caller.origin };
   if (message.method !== "discover") {
-    if (typeof message.uafProtocolMessage !== "string") return Promise.resolve({ errorCode: PROTOCOL_ERROR });
+    if (typeof message.uafProtocolMessage !== "string") return { errorCode: PROTOCOL_ERROR };
     call.uafProtocolMessage = message.uafProtocolMessage;
   }
   if (message.method === "notifyUAFResult") {
-    if (!Number.isInteger(message.responseCode)) return Promise.resolve({ errorCode: PROTOCOL_ERROR });
+    if (!Number.isInteger(message.responseCode)) return { errorCode: PROTOCOL_ERROR };
     call.responseCode = message.responseCode;
   }
+  return call;
+}
+
+// Sends a call to the host; resolves with its answer (without the host's id).
+function send(call) {
   return new Promise((resolve) => {
     pending.set(call.id, (reply) => {
       const { id, ...rest } = reply;
@@ -86,8 +92,34 @@ function handle(message, sender) {
   });
 }
 
-api.runtime.onMessage.addListener((message, sender, sendResponse) => {
-  if (!message || message.type !== "tokenbridge-uaf") return false;
-  handle(message, sender).then(sendResponse);
-  return true; // the answer comes later
+// The document that made `call` is gone: the host closes its request (the service ends a PIN dialog).
+function abandon(call) {
+  if (!pending.delete(call.id) || call.method !== "processUAFOperation" || !port) return;
+  try {
+    port.postMessage({ id: nextId++, method: "cancel", cancels: call.id });
+  } catch (e) {
+    // The host is gone too: nothing is left to cancel.
+  }
+}
+
+api.runtime.onConnect.addListener((p) => {
+  if (p.name !== "tokenbridge-uaf" || !p.sender) return;
+  let call = null;
+  let connected = true;
+  p.onDisconnect.addListener(() => {
+    connected = false;
+    if (call) abandon(call);
+  });
+  p.onMessage.addListener((message) => {
+    if (call) return; // one call per port
+    const prepared = prepare(message, p.sender);
+    if (prepared.id === undefined) {
+      p.postMessage(prepared);
+      return;
+    }
+    call = prepared;
+    send(call).then((reply) => {
+      if (connected) p.postMessage(reply);
+    });
+  });
 });

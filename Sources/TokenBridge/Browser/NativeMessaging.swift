@@ -73,9 +73,10 @@ public enum NativeMessaging {
 /// One call from the extension (browser/extension/background.js) to the host. The origin is the one the browser
 /// gave the extension for the calling document (its `MessageSender`), never anything the page wrote.
 public struct BrowserRequest: Equatable, Sendable {
-  /// The FIDO UAF DOM API's operations (UAF Application API and Transport Binding v1.1 §5).
+  /// The FIDO UAF DOM API's operations (UAF Application API and Transport Binding v1.1 §5), and `cancel`: the
+  /// document that made the processUAFOperation `cancels` is gone (its tab closed or navigated away).
   public enum Method: String, Sendable, CaseIterable {
-    case discover, checkPolicy, processUAFOperation, notifyUAFResult
+    case discover, checkPolicy, processUAFOperation, notifyUAFResult, cancel
   }
   /// The extension's number for the call; the reply carries it back.
   public var id: Int
@@ -85,6 +86,8 @@ public struct BrowserRequest: Equatable, Sendable {
   public var uafProtocolMessage: String
   /// notifyUAFResult's `responseCode` (the server's UAF status code).
   public var responseCode: UInt32
+  /// cancel's call: the id of the processUAFOperation to end.
+  public var cancels = 0
 
   public init(id: Int, method: Method, origin: String, uafProtocolMessage: String = "", responseCode: UInt32 = 0) {
     self.id = id
@@ -122,6 +125,14 @@ public struct BrowserRequest: Equatable, Sendable {
     func invalid(_ code: UAFErrorCode, _ reason: String) -> Invalid { Invalid(id: id, code: code, reason: reason) }
     guard case .string(let m)? = object["method"], let method = Method(rawValue: m) else {
       throw invalid(.protocolError, "an unknown method")
+    }
+    if method == .cancel {
+      guard case .number(let c)? = object["cancels"], c >= 0, c <= Double(maxID), c == c.rounded(.towardZero) else {
+        throw invalid(.protocolError, "cancel names no call")
+      }
+      var request = BrowserRequest(id: id, method: method, origin: "")
+      request.cancels = Int(c)
+      return request
     }
     guard case .string(let origin)? = object["origin"], origin.utf8.count <= 2048 else {
       throw invalid(.untrustedFacetID, "no origin")
