@@ -42,6 +42,13 @@ enum PCSCCall {
   static let state = Mutex(State())
   static let tick = DispatchSemaphore(value: 0)
 
+  /// Seconds from `start` to `end` (monotonic nanoseconds), 0 when `start` is later: a call that began after the
+  /// watchdog read the clock, or an answer recorded meanwhile, is not a negative time (an unsigned subtraction
+  /// there trapped: SIGILL in the token lab's slower guest).
+  static func seconds(from start: UInt64, to end: UInt64) -> Double {
+    end > start ? Double(end - start) / 1e9 : 0
+  }
+
   /// Runs one pcsc-lite call (`body` returns its result) under the deadline.
   static func run(_ body: () -> LONG) -> LONG {
     if PCSCEstablish.isUnresponsive { return unresponsiveRV }
@@ -84,7 +91,7 @@ enum PCSCCall {
       }
       let step = state.withLock { s -> Step in
         if let p = s.ping {
-          guard Double(now - p.started) / 1e9 > pingSeconds else { return .idle }
+          guard seconds(from: p.started, to: now) > pingSeconds else { return .idle }
           s.ping = nil
           s.cuts += 1
           return .cut
@@ -95,7 +102,7 @@ enum PCSCCall {
         }
         let last = s.lastAnswer
         let stalled = s.inFlight.values.contains { call in
-          let quiet = Double(now - max(call.start, last)) / 1e9
+          let quiet = seconds(from: max(call.start, last), to: now)
           return quiet > min(stallSeconds * Double(1 << min(call.vouched, 8)), longestQuiet)
         }
         guard stalled else { return .idle }
@@ -173,7 +180,7 @@ enum PCSCEstablish {
   static var isUnresponsive: Bool {
     state.withLock { s in
       guard case .unresponsive(let since) = s else { return false }
-      if Double(DispatchTime.now().uptimeNanoseconds - since) / 1e9 < quietSeconds { return true }
+      if PCSCCall.seconds(from: since, to: DispatchTime.now().uptimeNanoseconds) < quietSeconds { return true }
       s = .unknown
       return false
     }
