@@ -166,7 +166,7 @@ def _canokey_factory_state(bridge):
 def _open_after_replug(sock):
     """The pooled CanoKey's first CTAPHID_INIT after a replug: a frame the firmware still had queued from before
     can arrive first, and python-fido2 refuses an INIT answer with another nonce ("Wrong nonce", seen under load)
-    instead of reading on, as CTAP 2.1 §11.2.9.1.3 lets a host do. A new connection and INIT then start clean."""
+    instead of reading on. A new connection and INIT then start clean."""
     from fido2.hid import ConnectionFailure
     for attempt in range(3):
         try:
