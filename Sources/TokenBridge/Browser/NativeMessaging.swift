@@ -97,10 +97,8 @@ public struct BrowserRequest: Equatable, Sendable {
     self.responseCode = responseCode
   }
 
-  /// The UAFMessage as the service reads it (`{"uafProtocolMessage": "…"}`).
-  public var envelope: String {
-    String(decoding: JSONValue.object(["uafProtocolMessage": .string(uafProtocolMessage)]).serialized, as: UTF8.self)
-  }
+  /// The UAFMessage as the service reads it (`UAFEnvelope`, the one writer of the envelope).
+  public var envelope: String { UAFEnvelope.write(uafProtocolMessage, pretty: false) }
 
   /// Why a frame is not a request. `id` is set when the frame names one (the host then answers that call).
   public struct Invalid: Error, Equatable, Sendable {

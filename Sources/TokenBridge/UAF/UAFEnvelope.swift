@@ -22,11 +22,12 @@ public enum UAFEnvelope {
   /// The protocol message of `input` when it is an envelope or a bare message, nil when it is neither.
   public static func message(_ input: String) -> String? { try? read(Array(input.utf8)) }
 
-  /// The envelope around a response message (a deregistration's: the empty string), pretty-printed as
-  /// `uaf process` prints it.
-  public static func write(_ message: String) -> String {
+  /// The envelope around `message` (a deregistration's response: the empty string), pretty-printed as
+  /// `uaf process` prints it, or on one line (`pretty: false`) as the browser host passes a page's message on.
+  public static func write(_ message: String, pretty: Bool = true) -> String {
     let enc = JSONEncoder()
-    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    enc.outputFormatting =
+      pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
     let out = (try? enc.encode(["uafProtocolMessage": message])) ?? Data()
     return String(decoding: out, as: UTF8.self)
   }
