@@ -21,13 +21,19 @@ ctypes.CDLL(None).prctl(15, b"scdaemon", 0, 0, 0)  # PR_SET_NAME: /proc/PID/comm
 lib = ctypes.CDLL("libpcsclite.so.1")
 ctx = ctypes.c_long(); card = ctypes.c_long(); proto = ctypes.c_ulong()
 assert lib.SCardEstablishContext(2, None, None, ctypes.byref(ctx)) == 0
-rv = lib.SCardConnect(ctx, sys.argv[1].encode(), 1, 3, ctypes.byref(card), ctypes.byref(proto))  # 1 = EXCLUSIVE
-print("held" if rv == 0 else "connect failed %x" % (rv & 0xffffffff), flush=True)
+# The card may not be powered yet in a slow guest (SCARD_E_NO_SMARTCARD) or be in another process's hands for a
+# moment (SCARD_E_SHARING_VIOLATION): try for up to 30 s, and say what the last try answered.
+for _ in range(150):
+    rv = lib.SCardConnect(ctx, sys.argv[1].encode(), 1, 3, ctypes.byref(card), ctypes.byref(proto)) & 0xffffffff  # 1 = EXCLUSIVE
+    if rv == 0:
+        break
+    time.sleep(0.2)
+print("held" if rv == 0 else "connect failed %x" % rv, flush=True)
 time.sleep(60)
 PY
 holder=$!
-for _ in $(seq 100); do grep -q . "$w/hold.log" && break; sleep 0.2; done
-echo "holder-pid=$holder"
+for _ in $(seq 200); do grep -q . "$w/hold.log" && break; sleep 0.2; done
+echo "holder-pid=$holder holder: $(cat "$w/hold.log")"
 run card-held "$tb" doctor
 kill $holder
 # udev did not mark the key (as without systemd's 60-fido-id.rules and ours): its udev database entry gone.

@@ -30,9 +30,11 @@ def test_doctor_finds_each_problem(devices):
     rc, body = c["other-user"]
     assert rc == 35 and failing(body) == ["key access"], body
     assert "/dev/hidraw0: no read/write access for this user" in body
+    held = re.search(r"^holder-pid=(\d+) holder: (.*)$", r.stdout, re.M)
+    assert held and held.group(2) == "held", f"the scdaemon stand-in did not take the card: {held and held.group(2)}"
+    holder = held.group(1)
     rc, body = c["card-held"]
     assert rc == 35 and failing(body) == ["card access"], body
-    holder = re.search(r"^holder-pid=(\d+)$", r.stdout, re.M).group(1)
     assert f"is held exclusively by another program: running scdaemon (pid {holder})" in body, body
     rc, body = c["unmarked"]
     assert rc == 35 and failing(body) == ["udev"], body
