@@ -63,13 +63,16 @@ let package = Package(
     .target(name: "DBus", dependencies: ["CSDBus", "CLazy", "Platform"]),
     // The desktop service (docs/dbus-api.md): the UAF client API on the session bus, caller identity, request
     // objects, the bounded pool of token work; `tokenbridge serve` runs it.
-    .target(name: "TokenBridgeService", dependencies: ["TokenBridge", "Platform", "DBus"]),
+    // What asks the person, for the CLI and the service alike (a PIN travels one way): the terminal, pinentry (its
+    // dialog, the Assuan codec, the program's process and cancellation), the --pin-fd reader, Ctrl-C.
+    .target(name: "Prompts", dependencies: ["TokenBridge", "TokenDevices", "Platform"]),
+    .target(name: "TokenBridgeService", dependencies: ["TokenBridge", "Prompts", "Platform", "DBus"]),
     // The CLI: its command tree on swift-argument-parser (as virtual-token), which also writes its completion
     // scripts and man page (Tools/gen-docs).
     .executableTarget(
       name: "tokenbridge",
       dependencies: [
-        "TokenBridge", "TokenBridgeService", "Platform",
+        "TokenBridge", "TokenBridgeService", "Prompts", "Platform",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
 
@@ -87,7 +90,8 @@ let package = Package(
     .executableTarget(
       name: "tokenbridge-fuzz",
       dependencies: [
-        "UAFCore", "TokenDevices", "TokenBridge", "VirtualTokens", .product(name: "Crypto", package: "swift-crypto"),
+        "UAFCore", "TokenDevices", "TokenBridge", "Prompts", "VirtualTokens",
+        .product(name: "Crypto", package: "swift-crypto"),
       ],
       path: "Sources/FuzzTargets"),
 
@@ -100,6 +104,7 @@ let package = Package(
     .testTarget(
       name: "VirtualTokensTests",
       dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
+    .testTarget(name: "PromptsTests", dependencies: ["Prompts", "TokenBridge", "TokenDevices"]),
     .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge", "TokenDevices", "UAFCore"]),
     .testTarget(
       name: "TokenBridgeServiceTests",

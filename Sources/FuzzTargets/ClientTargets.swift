@@ -1,4 +1,5 @@
 import Foundation
+import Prompts
 import TokenBridge
 
 /// The configuration file: whatever parses must re-validate, written back as JSON, to the same configuration.

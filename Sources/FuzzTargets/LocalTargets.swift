@@ -1,4 +1,5 @@
 import Foundation
+import Prompts
 import TokenBridge
 import TokenDevices
 

@@ -1,6 +1,7 @@
 import DBus
 import Glibc
 import Platform
+import Prompts
 import TokenBridge
 
 /// Why the service could not start or stopped serving: the bus refused it (no bus, the name owned by another).

@@ -1,4 +1,5 @@
 import Synchronization
+import Prompts
 import TokenBridge
 
 /// A request's cancellation: Close, or its caller leaving the bus. Ends a pinentry dialog at once and sends

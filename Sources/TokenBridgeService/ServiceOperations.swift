@@ -1,3 +1,4 @@
+import Prompts
 import TokenBridge
 
 /// The work behind each method, as the dispatcher hands it out (on a worker thread): the library's operations in

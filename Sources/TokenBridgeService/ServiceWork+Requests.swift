@@ -1,6 +1,7 @@
 import DBus
 import FoundationEssentials
 import Platform
+import Prompts
 import TokenBridge
 
 /// What a request object runs: a UAF message or an out-of-band payload, under a facet, for an app.

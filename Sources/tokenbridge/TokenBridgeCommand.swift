@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import Platform
+import Prompts
 import TokenBridge
 
 @main

@@ -10,7 +10,7 @@ import re
 
 from conftest import ROOT
 
-CLIENT_MODULES = ["Platform", "DBus", "UAFCore", "TokenDevices", "TokenBridge", "TokenBridgeService", "tokenbridge"]
+CLIENT_MODULES = ["Platform", "DBus", "UAFCore", "TokenDevices", "TokenBridge", "Prompts", "TokenBridgeService", "tokenbridge"]
 
 # `import Foundation`, `@preconcurrency import Foundation`, `import struct Foundation.Date`,
 # `import FoundationNetworking`, ... but not `import FoundationEssentials`.

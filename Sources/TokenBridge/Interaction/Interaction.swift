@@ -63,7 +63,7 @@ public final class Secret {
   deinit { wipe(&bytes) }
   public var isEmpty: Bool { bytes.isEmpty }
   /// Changes the value in place (callers keep the buffer from reallocating: reserve first).
-  func mutate(_ change: (inout [UInt8]) -> Void) { change(&bytes) }
+  package func mutate(_ change: (inout [UInt8]) -> Void) { change(&bytes) }
 }
 
 /// The operation a PIN changer is asked to help with.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Prompts
 import TokenBridge
 
 struct Enroll: ParsableCommand {
@@ -64,5 +65,3 @@ struct Enroll: ParsableCommand {
     }
   }
 }
-
-extension Prompter: EnrollmentInteraction {}

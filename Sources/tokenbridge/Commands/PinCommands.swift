@@ -1,4 +1,5 @@
 import ArgumentParser
+import Prompts
 import TokenBridge
 
 struct Pin: ParsableCommand {

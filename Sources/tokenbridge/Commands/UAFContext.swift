@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Platform
+import Prompts
 import TokenBridge
 
 /// Options of commands that talk to a server.

@@ -2,21 +2,9 @@ import TokenBridge
 
 /// Human and JSON rendering of results. Text from tokens and servers goes through `displayable`.
 enum Render {
-  static func tries(_ s: PINStatus?) -> String {
-    guard let s else { return "unknown" }
-    if s.isBlocked { return "blocked" }
-    guard let left = s.retriesLeft else {
-      return s.isVerified ? "verified (count not shown)" : ErrorReport.untoldTries(s.kind)
-    }
-    var out = ErrorReport.triesLeft(left)
-    if let max = s.maxRetries { out += " (of \(max))" }
-    if s.isDefault == true { out += " (still the default \(s.kind.rawValue): change it)" }
-    if s.powerCycleRequired == true { out += coolingDown }
-    return out
-  }
+  static func tries(_ s: PINStatus?) -> String { TriesText.of(s) }
 
-  /// After the tries of a FIDO2 key that takes no PIN until it is re-inserted (`PINStatus.powerCycleRequired`).
-  static let coolingDown = " (cooling down: remove and re-insert the key before the next PIN)"
+  static var coolingDown: String { TriesText.coolingDown }
 
   /// PIN (and PUK) lines for a token of either kind.
   static func pinLines(_ t: TokenInfo) -> [String] {
@@ -28,9 +16,7 @@ enum Render {
     return lines
   }
 
-  static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String {
-    "\(displayable(token.name)) (\(token.id)): \(s.kind.rawValue) \(tries(s))."
-  }
+  static func triesLine(_ token: TokenInfo, _ s: PINStatus) -> String { TriesText.line(token, s) }
 
   /// The JSON of `value`, as every `--json` prints it (`JSONOutput`: JSONEncoder, pretty, sorted keys).
   static func json<T: Encodable>(_ value: T) -> String { JSONOutput.text(value) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Platform
+import Prompts
 import TokenBridge
 import TokenBridgeService
 
@@ -36,7 +37,7 @@ struct ServeCommand: ParsableCommand {
     do {
       let service = try DesktopService(
         address: address, configuration: configuration, idleTimeout: idleTimeout, callTimeout: callTimeout,
-        verifiers: Self.verifier)
+        verifiers: Prompter.requestVerifier)
       try service.run()
     } catch let e as ServiceBusError {
       FileIO.writeError("tokenbridge serve: \(e.message)\n")
@@ -46,13 +47,4 @@ struct ServeCommand: ParsableCommand {
       throw ExitCode(1)
     }
   }
-
-  /// A request's prompts: the CLI's prompter, pinentry only (the service has no terminal).
-  @Sendable static func verifier(_ pinentry: Pinentry, _ dialogContext: [String]) -> any RequestVerifier {
-    let prompter = Prompter(pinentry: pinentry)
-    prompter.dialogContext = dialogContext
-    return prompter
-  }
 }
-
-extension Prompter: RequestVerifier {}

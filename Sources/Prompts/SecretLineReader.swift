@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Platform
+import TokenBridge
 import TokenDevices
 
 #if canImport(Glibc)

@@ -5,29 +5,31 @@ import TokenBridge
 /// Implements the library's interaction protocols for the CLI: the terminal when there is one, a pinentry
 /// program (`--prompt pinentry`, the configuration's "prompt", or no terminal and a pinentry to use), or
 /// `--pin-fd` for scripts (then nothing is asked on the terminal; confirmations need `--yes`).
-final class Prompter: PinChanger, PinUserVerifier {
-  let terminal: Terminal?
-  let reader: SecretLineReader?
-  let pinentry: Pinentry?
-  let assumeYes: Bool
+package final class Prompter: PinChanger, PinUserVerifier {
+  package let terminal: Terminal?
+  package let reader: SecretLineReader?
+  package let pinentry: Pinentry?
+  package let assumeYes: Bool
   /// Dialogs in a row whose previous answer was refused without reaching the token (empty, too short...): a
   /// pinentry that keeps answering so would be asked forever (no try is ever spent to end it).
-  var refusedInARow = 0
+  package var refusedInARow = 0
   /// How many such re-asks a pinentry gets; then the refusal itself ends the command, as with --pin-fd.
-  static let maxRefusedInARow = 5
+  package static let maxRefusedInARow = 5
 
   /// Lines every pinentry dialog shows after its own (the service: the calling app and the server).
-  var dialogContext: [String] = []
+  package var dialogContext: [String] = []
 
   /// Pinentry only, no terminal and no descriptor: `tokenbridge serve`, which has neither.
-  init(pinentry: Pinentry) {
+  package init(pinentry: Pinentry) {
     reader = nil
     terminal = nil
     assumeYes = false
     self.pinentry = pinentry
   }
 
-  init(pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil) {
+  package init(
+    pinFD: Int32?, assumeYes: Bool, timeout: Double, mode: PromptMode = .terminal, pinentryProgram: String? = nil
+  ) {
     reader = pinFD.map { SecretLineReader(fd: $0, timeout: timeout) }
     // The terminal (when there is one) still shows notices and asks which token, with pinentry too.
     let terminal = pinFD == nil ? Terminal(timeout: timeout) : nil
@@ -50,18 +52,20 @@ final class Prompter: PinChanger, PinUserVerifier {
   }
 
   /// Can this prompter ask the user to choose among tokens?
-  var canAsk: Bool { terminal != nil }
+  package var canAsk: Bool { terminal != nil }
 
-  static let title = "TokenBridge"
+  package static let title = "TokenBridge"
 
-  func say(_ s: String) {
+  package func say(_ s: String) {
     if let terminal { terminal.write(s + "\n") } else { FileIO.writeError((s + "\n")) }
   }
 
   /// Reads a secret. `notice` (e.g. "Wrong PIN; 2 tries left.") is shown first on a terminal (pinentry: as its
   /// error line, with `about` as the description); with --pin-fd it is shown only once another line is there
   /// (else the error that ends the run says it, once).
-  func secret(_ prompt: String, expected: ExpectedInput, notice: String? = nil, about: String = "") throws -> Secret {
+  package func secret(_ prompt: String, expected: ExpectedInput, notice: String? = nil, about: String = "") throws
+    -> Secret
+  {
     if let reader {
       guard let line = try reader.next() else { throw InputError.noMoreInput(expected: expected) }
       if let notice { say(notice) }
@@ -79,11 +83,11 @@ final class Prompter: PinChanger, PinUserVerifier {
     return Secret(try terminal.readLine(echo: false))
   }
 
-  func pinentryPrompt(_ p: String) -> String { Trim.whitespace(p, newlines: false) }
+  package func pinentryPrompt(_ p: String) -> String { Trim.whitespace(p, newlines: false) }
 
   /// Counts a pinentry round asked again after a refusal that cost no try; past `maxRefusedInARow` ends the input
   /// (the attempt engine then ends the command with that refusal).
-  func countRefusal(_ last: PinRecoverableError?, expected: ExpectedInput) throws {
+  package func countRefusal(_ last: PinRecoverableError?, expected: ExpectedInput) throws {
     guard pinentry != nil, reader == nil else { return }
     switch last {
     case .invalidCurrent, .invalidNew:
@@ -94,7 +98,7 @@ final class Prompter: PinChanger, PinUserVerifier {
   }
 
   /// A new secret, typed twice on a terminal or in pinentry (read once from --pin-fd).
-  func newSecret(
+  package func newSecret(
     _ name: String, expected: ExpectedInput, notice: String? = nil, about: String = "", hint: String? = nil
   ) throws -> Secret {
     if let pinentry, reader == nil {
@@ -119,11 +123,11 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   /// What a pinentry shows about the token: its name, the tries left, whether the secret is still the default,
   /// and a warning when the next try is the last.
-  func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
+  package func describe(_ token: TokenInfo, _ status: PINStatus, _ protection: ProtectionStatus, lines extra: [String])
     -> String
   {
     // Appended line by line: `joined(separator:)`'s first use costs generic witness lookups (docs/performance.md).
-    var text = "\(displayable(token.name)) (\(token.id))\n\(status.kind.rawValue): \(Render.tries(status))"
+    var text = "\(displayable(token.name)) (\(token.id))\n\(status.kind.rawValue): \(TriesText.of(status))"
     if protection.isLastAttempt {
       text += "\nThis is the last try: a wrong \(status.kind.rawValue) now blocks it."
     }
@@ -131,7 +135,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     return text
   }
 
-  func confirm(_ about: Confirmation) throws -> Bool {
+  package func confirm(_ about: Confirmation) throws -> Bool {
     let warning = ErrorReport.warning(about)
     if assumeYes {
       say(warning + " Continuing (--yes).")
@@ -153,7 +157,7 @@ final class Prompter: PinChanger, PinUserVerifier {
 
   // MARK: PinChanger
 
-  func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
+  package func providePins(_ context: PinChangeContext) throws -> PinChangeAnswer {
     let op = context.operation
     try countRefusal(
       context.lastRecoverableError,
@@ -162,7 +166,7 @@ final class Prompter: PinChanger, PinUserVerifier {
     let quiet = pinentry != nil && reader == nil  // the pinentry dialog shows all of it
     if op == .setPIN, context.lastRecoverableError == nil, !quiet { say("\(token) has no PIN yet.") }
     let notice = context.lastRecoverableError.map(ErrorReport.notice)
-    if notice == nil && op != .setPIN && !quiet { say(Render.triesLine(context.token, context.authorizingStatus)) }
+    if notice == nil && op != .setPIN && !quiet { say(TriesText.line(context.token, context.authorizingStatus)) }
     let rules = "The \(op.target.rawValue): \(context.policy.summary)."
     if op == .setPIN {  // nothing to authorise it: only the new PIN
       if notice == nil && !quiet { say(rules) }
@@ -181,13 +185,13 @@ final class Prompter: PinChanger, PinUserVerifier {
     return PinChangeAnswer(current: cur, new: new)
   }
 
-  func confirmLastAttempt(_ context: PinChangeContext) throws -> Bool {
+  package func confirmLastAttempt(_ context: PinChangeContext) throws -> Bool {
     try confirm(.lastAttempt(context.operation.authorizing))
   }
 
   // MARK: PinUserVerifier
 
-  func providePin(_ context: PinVerificationContext) throws -> Secret {
+  package func providePin(_ context: PinVerificationContext) throws -> Secret {
     try countRefusal(context.lastRecoverableError, expected: .pin)
     let notice = context.lastRecoverableError.map(ErrorReport.notice)
     let purpose = "PIN to \(displayable(context.purpose))"
@@ -198,21 +202,23 @@ final class Prompter: PinChanger, PinUserVerifier {
       let about = describe(context.token, context.status, context.protection, lines: extra)
       return try secret("PIN:", expected: .pin, notice: notice, about: about)
     }
-    if notice == nil { say(Render.triesLine(context.token, context.status)) }
+    if notice == nil { say(TriesText.line(context.token, context.status)) }
     if let text = context.transactionText { say("Confirm: \(text)") }
     return try secret("\(purpose): ", expected: .pin, notice: notice)
   }
 
-  func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {
+  package func confirmLastAttempt(_ context: PinVerificationContext) throws -> Bool {
     try confirm(.lastAttempt(.pin))
   }
 }
 
 /// Asks which token on the terminal (only when there is one).
-struct TerminalTokenSelector: TokenSelector {
-  let terminal: Terminal
+package struct TerminalTokenSelector: TokenSelector {
+  package let terminal: Terminal
 
-  func selectToken(from tokens: [TokenInfo]) throws -> TokenInfo {
+  package init(terminal: Terminal) { self.terminal = terminal }
+
+  package func selectToken(from tokens: [TokenInfo]) throws -> TokenInfo {
     let i = try terminal.choose(
       "Several tokens are present:",
       tokens.map { "\($0.id)  \(displayable($0.name))  (\(displayable($0.reader ?? "")))" })
@@ -221,8 +227,10 @@ struct TerminalTokenSelector: TokenSelector {
 }
 
 extension Prompter: ReinsertionNotifier {
-  func reinsertionNeeded(_ token: TokenInfo) {
+  package func reinsertionNeeded(_ token: TokenInfo) {
     say("Too many wrong PINs in a row: remove and re-insert your key (\(token.id)). Waiting for it…")
   }
-  func reinserted(_ token: TokenInfo) { say("The key is back.") }
+  package func reinserted(_ token: TokenInfo) { say("The key is back.") }
 }
+
+extension Prompter: EnrollmentInteraction {}

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import TokenBridge
+@testable import Prompts
+import TokenBridge
 
 /// `--pin-fd` reading: blocks, a line cap, a deadline (defects 7 and 12).
 @Suite struct SecretLineReaderTests {

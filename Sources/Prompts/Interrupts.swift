@@ -18,31 +18,31 @@ import TokenBridge
 ///   that wait for a touch): SIGINT goes to a dispatch source (never to an async-signal context), which, in
 ///   order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3); cancels a FIDO2
 ///   operation waiting for a touch (the command then ends as cancelled); else ends the program (130).
-final class Interrupts: Sendable {
-  struct Echo {
+package final class Interrupts: Sendable {
+  package struct Echo {
     var fd: Int32
     var saved: termios
   }
 
-  static let shared = Interrupts()
-  let echo = Mutex<Echo?>(nil)
-  let source = Mutex<DispatchSourceSignal?>(nil)
+  package static let shared = Interrupts()
+  package let echo = Mutex<Echo?>(nil)
+  package let source = Mutex<DispatchSourceSignal?>(nil)
   /// What cancels an operation waiting on a token (set once the command has its tokens).
-  let cancellers = Mutex<[Canceller]>([])
+  package let cancellers = Mutex<[Canceller]>([])
   /// A pinentry dialog is up.
-  let pinentryActive = Mutex(false)
+  package let pinentryActive = Mutex(false)
   /// What a Ctrl-C tells the pinentry dialog that is up.
-  let pinentryCancellation = Mutex<PinentryCancellation?>(nil)
+  package let pinentryCancellation = Mutex<PinentryCancellation?>(nil)
   /// A pinentry dialog ended as cancelled: the command is ending as the user's cancel (3). The Ctrl-C that ended
   /// it may reach the handler only after the dialog is over; it must not turn that into "interrupted" (130).
-  let pinentryCancelled = Mutex(false)
+  package let pinentryCancelled = Mutex(false)
 
   /// The first stage (see the type's comment).
-  static func install() { signal(SIGINT, interruptedBeforeArming) }
+  package static func install() { signal(SIGINT, interruptedBeforeArming) }
 
   /// The second stage: from here on SIGINT goes to the dispatch source. Call it before the state it protects
   /// exists (before echo goes off), so that no Ctrl-C falls between the two.
-  func arm() {
+  package func arm() {
     source.withLock { s in
       guard s == nil else { return }
       signal(SIGINT, SIG_IGN)
@@ -53,7 +53,7 @@ final class Interrupts: Sendable {
     }
   }
 
-  func interrupted() {
+  package func interrupted() {
     if var e = echo.withLock({ $0 }) {
       tcsetattr(e.fd, TCSANOW, &e.saved)
       _ = Glibc.write(e.fd, "\n", 1)
@@ -76,21 +76,21 @@ final class Interrupts: Sendable {
   }
 
   /// The tokens of this command: Ctrl-C cancels what waits on them.
-  func cancel(with list: [Canceller]) {
+  package func cancel(with list: [Canceller]) {
     if !list.isEmpty { arm() }
     cancellers.withLock { $0 = list }
   }
 
   /// A prompt is turning echo off on `fd`: put `saved` back if interrupted.
-  func echoOff(fd: Int32, saved: termios) {
+  package func echoOff(fd: Int32, saved: termios) {
     arm()
     echo.withLock { $0 = Echo(fd: fd, saved: saved) }
   }
-  func echoRestored() { echo.withLock { $0 = nil } }
+  package func echoRestored() { echo.withLock { $0 = nil } }
 
   /// Runs a pinentry dialog: Ctrl-C meanwhile is left to the pinentry, then to `cancellation` (the dialog stops
   /// a program that did not end it).
-  func duringPinentry<T>(_ cancellation: PinentryCancellation, _ body: () throws -> T) rethrows -> T {
+  package func duringPinentry<T>(_ cancellation: PinentryCancellation, _ body: () throws -> T) rethrows -> T {
     arm()
     pinentryCancellation.withLock { $0 = cancellation }
     pinentryActive.withLock { $0 = true }

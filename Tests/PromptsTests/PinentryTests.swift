@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import TokenBridge
+@testable import Prompts
+import TokenBridge
 
 /// The Assuan client against the scripted pinentry (Tests/cli/scripted_pinentry.py, a real program on pipes).
 @Suite(.serialized) struct PinentryTests {

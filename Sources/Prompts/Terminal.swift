@@ -8,11 +8,11 @@ import TokenBridge
 
 /// The controlling terminal (`/dev/tty`), as ssh and gpg use it: prompts work even when stdin/stdout are
 /// redirected. Secrets are read with echo off; the terminal is restored on return and on Ctrl-C (`Interrupts`).
-final class Terminal {
-  let fd: Int32
-  let timeout: Double
+package final class Terminal {
+  package let fd: Int32
+  package let timeout: Double
 
-  init?(timeout: Double) {
+  package init?(timeout: Double) {
     let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     self.fd = fd
@@ -22,7 +22,7 @@ final class Terminal {
   deinit { close(fd) }
 
   /// The name of the controlling terminal (for a terminal pinentry), or nil without one.
-  static func name() -> String? {
+  package static func name() -> String? {
     let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -30,7 +30,7 @@ final class Terminal {
     return String(cString: p)
   }
 
-  func write(_ s: String) {
+  package func write(_ s: String) {
     let bytes = Array(s.utf8)
     _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
   }
@@ -38,7 +38,7 @@ final class Terminal {
   /// Reads one line (at most `SecretLineReader.maxLine` bytes kept); with `echo` false the typed characters
   /// are not shown. The returned buffer is the caller's to wipe. Throws `InteractionError.timedOut` after the
   /// interaction timeout, `.cancelled` on EOF.
-  func readLine(echo: Bool) throws -> [UInt8] {
+  package func readLine(echo: Bool) throws -> [UInt8] {
     var saved = termios()
     let isTTY = tcgetattr(fd, &saved) == 0
     if isTTY && !echo {
@@ -91,7 +91,7 @@ final class Terminal {
 
 extension Terminal {
   /// Lists `lines` numbered and asks for one (three tries); `allowed` filters choices that cannot be taken.
-  func choose(_ title: String, _ lines: [String], allowed: (Int) -> Bool = { _ in true }) throws -> Int {
+  package func choose(_ title: String, _ lines: [String], allowed: (Int) -> Bool = { _ in true }) throws -> Int {
     write(title + "\n")
     for (i, l) in lines.enumerated() { write("  \(i + 1)) \(l)\n") }
     for _ in 0..<3 {
