@@ -17,14 +17,12 @@ public final class DesktopService {
 
   /// Connects (the session bus, or `address`) and takes the bus name. `idleTimeout` 0: never idle. `callTimeout`:
   /// how long a listing or policy check may take before its caller gets an error.
-  public init(
-    address: String?, configuration: Configuration, idleTimeout: Double, callTimeout: Double = 20,
-    verifiers: @escaping RequestVerifierFactory
-  ) throws {
+  /// Each request asks through pinentry with the prompter the CLI uses (`Prompter.requestVerifier`).
+  public init(address: String?, configuration: Configuration, idleTimeout: Double, callTimeout: Double = 20) throws {
     do {
       bus = try SDBus(address: address)
       dispatcher = ServiceDispatcher(
-        bus: bus, configuration: configuration, operations: LibraryOperations(verifiers: verifiers),
+        bus: bus, configuration: configuration, operations: LibraryOperations(verifiers: Prompter.requestVerifier),
         idleTimeout: idleTimeout > 0 ? .milliseconds(Int64(idleTimeout * 1000)) : nil,
         callTimeout: .milliseconds(Int64(callTimeout * 1000)))
       let connection = bus.connection

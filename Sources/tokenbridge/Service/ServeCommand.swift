@@ -1,7 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
 import Platform
-import Prompts
 import TokenBridge
 import TokenBridgeService
 
@@ -36,8 +35,7 @@ struct ServeCommand: ParsableCommand {
     }
     do {
       let service = try DesktopService(
-        address: address, configuration: configuration, idleTimeout: idleTimeout, callTimeout: callTimeout,
-        verifiers: Prompter.requestVerifier)
+        address: address, configuration: configuration, idleTimeout: idleTimeout, callTimeout: callTimeout)
       try service.run()
     } catch let e as ServiceBusError {
       FileIO.writeError("tokenbridge serve: \(e.message)\n")
