@@ -9,6 +9,7 @@ Prints one line per cut point (`cut FLOW k=K ...`, JSON) and one summary line pe
 import base64
 import hashlib
 import json
+import random
 import os
 import sqlite3
 import subprocess
@@ -306,6 +307,10 @@ class Flow:
 
 def main():
     mode, names = sys.argv[1], sys.argv[2:]
+    sample = None
+    if names and names[0] == "--sample":  # --sample N:SEED: N cut points per flow, chosen by SEED
+        count, seed = names[1].split(":", 1)
+        sample, names = (int(count), seed), names[2:]
     server = subprocess.Popen([str(BIN / "virtual-token"), "usbip", "--listen", f"127.0.0.1:{PORT}", "--device", "fido",
                                "--device", "ccid", "--state-dir", str(state_dir), "--request-log", str(LOG),
                                "--unplug-control", str(CONTROL)], stderr=open(work / "server.log", "w"))
@@ -317,14 +322,23 @@ def main():
         assert wait(lambda: (work / "rp.port").exists() and (work / "rp.port").read_text())
         url = f"http://127.0.0.1:{(work / 'rp.port').read_text()}"
         for name in names:
-            sweep(Flow(name, url), mode)
+            sweep(Flow(name, url), mode, sample)
     finally:
         detach_all()
         server.terminate()
         rp.terminate()
 
 
-def sweep(flow, mode):
+def cut_points(flow, requests, sample):
+    """Every request of the flow, or (`sample`: N, SEED) N of them chosen by a generator seeded with SEED and the
+    flow's name: the same seed cuts at the same points, another seed elsewhere."""
+    every = list(range(1, requests + 1))
+    if sample is None or sample[0] >= requests:
+        return every
+    return sorted(random.Random(f"{sample[1]}/{flow}").sample(every, sample[0]))
+
+
+def sweep(flow, mode, sample=None):
     started = time.monotonic()
     kind = flow.kind
     log, control = LOGS[kind], CONTROLS[kind]
@@ -345,9 +359,10 @@ def sweep(flow, mode):
     summary = {"flow": flow.name, "mode": mode, "requests": len(requests), "cuts": 0, "not_reached": [],
                "inconsistent": [], "rerun_failed": [], "exit_codes": {}, "messages": {}, "reruns": {},
                "phase_seconds": {"cut run": 0.0, "replug and check": 0.0, "run again": 0.0},
-               "counting_run_retried": counting_retried}
+               "counting_run_retried": counting_retried,
+               "points": cut_points(flow.name, len(requests), sample), "seed": sample and sample[1]}
     phases = summary["phase_seconds"]
-    for k in range(1, len(requests) + 1):
+    for k in summary["points"]:
         flow.prepare()
         before = token_state(kind)
         log.write_text("")
