@@ -27,7 +27,7 @@ extension TokenDiscovery {
 /// seconds besides, for the one arrival PC/SC gives no event for.
 ///
 /// Make it *before* looking for the token (discovery): an arrival while discovery runs is then not missed.
-public final class TokenArrival: @unchecked Sendable {
+public final class TokenArrival: Sendable {
   let pcsc = PCSCWatcher()
   let nodes: FIDONodeEvents
   let arrived = DispatchSemaphore(value: 0)

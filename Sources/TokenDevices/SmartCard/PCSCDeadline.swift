@@ -196,7 +196,7 @@ enum PCSCEstablish {
       if result.0 == PCSCCall.unresponsiveRV { throw .serviceUnresponsive }
       return result
     }
-    final class Outcome: @unchecked Sendable {
+    final class Outcome: Sendable {
       let lock = Mutex<(rv: LONG, ctx: SCARDCONTEXT, abandoned: Bool)?>(nil)
       let done = DispatchSemaphore(value: 0)
     }

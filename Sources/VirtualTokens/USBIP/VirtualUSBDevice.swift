@@ -3,7 +3,7 @@ import Foundation
 /// A virtual token as one USB device: a FIDO HID interface, a CCID interface, or both (composite, FIDO first,
 /// as a YubiKey's FIDO+CCID mode); or the FIDO HID interface in front of an external key (fido-external: firmware
 /// reached on its key socket). Its state outlives attaches; each attach is a power-up.
-public final class VirtualUSBDevice: @unchecked Sendable {
+public final class VirtualUSBDevice: Sendable {
   public enum Kind: String, CaseIterable, Sendable {
     case fido, ccid, composite
     case fidoExternal = "fido-external"
