@@ -1,6 +1,6 @@
 import Foundation
 
-/// Fuzz targets for the parsers that read hostile input (README "Fuzzing"). One executable holds them all; the
+/// Fuzz targets for the parsers that read hostile input (docs/testing.md, "Fuzzing"). One executable holds them all; the
 /// target is chosen by `TB_FUZZ_TARGET`.
 ///
 /// Built with `-sanitize=fuzzer,address -DFUZZING` (see `Tools/fuzz`), libFuzzer supplies `main` and calls

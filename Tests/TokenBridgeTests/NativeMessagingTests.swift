@@ -3,7 +3,7 @@ import Testing
 
 @testable import TokenBridge
 
-/// The native-messaging host's framing, request reading and caller check (README, "Web pages").
+/// The native-messaging host's framing, request reading and caller check (docs/web-pages.md).
 @Suite struct NativeMessagingTests {
   func frame(_ s: String) -> [UInt8] { NativeMessaging.frame(Array(s.utf8))! }
 

@@ -125,7 +125,7 @@ def pages(tmp_path):
 
 
 def allow_host(tmp_path):
-    """The configuration that lets the host act for web origins (README, "Web pages")."""
+    """The configuration that lets the host act for web origins (docs/web-pages.md)."""
     (tmp_path / "config" / "tokenbridge" / "config.json").write_text(
         json.dumps({"serviceOriginCallers": ["unix:exe:" + TOKENBRIDGE_REAL]}))
 

@@ -282,7 +282,7 @@ def test_installs_over_nothing_with_the_packaged_files(pkg):
               "/usr/share/tokenbridge/metadata/7B1D-0001.json", "/usr/share/tokenbridge/metadata/7B1D-0002.json",
               "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0001.json",
               "/usr/share/tokenbridge/metadata/uaf-1.1/7B1D-0002.json",
-              # Web pages (README "Web pages"): the native-messaging host, its manifests, the extension.
+              # Web pages (docs/web-pages.md): the native-messaging host, its manifests, the extension.
               "/usr/libexec/tokenbridge/browser-host",
               "/usr/lib/mozilla/native-messaging-hosts/org.tokenbridge.uaf.json",
               "/etc/chromium/native-messaging-hosts/org.tokenbridge.uaf.json",

@@ -16,7 +16,7 @@ struct BrowserHostCommand: ParsableCommand {
     discussion: """
       Reads the browser's native-messaging frames on stdin and writes framed replies on stdout, nothing else. \
       Only the TokenBridge extension is served: the browser passes chrome-extension://ID/ (Chromium) or the \
-      manifest path and the add-on id (Firefox). README, "Web pages".
+      manifest path and the add-on id (Firefox). docs/web-pages.md.
       """,
     shouldDisplay: false)
 
