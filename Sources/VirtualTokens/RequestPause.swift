@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Test hook (opt-in, `--pause-dir`): cuts a flow at exactly its k-th request, for the kill sweep
 /// (Tests/cli/test_kill_sweep.py). Requests are every APDU (PIV) or every complete CTAPHID message (FIDO2, INIT
@@ -13,14 +14,17 @@ import Foundation
 ///   nothing): it reached the token, which did not act. `after`: the request was processed before `paused`
 ///   was written (its state saved); its answer is sent after, to a client that is gone.
 /// The wait ends after 60 s whatever happens, so a test that died never leaves the token stuck.
-public final class RequestPause: @unchecked Sendable {
+public final class RequestPause: Sendable {
   public enum Mode: String, Sendable { case before, after, count }
 
+  struct Counting {
+    var count = 0
+    var target = 0
+    var mode = Mode.count
+  }
+
   let dir: String
-  let lock = NSLock()
-  var count = 0
-  var target = 0
-  var mode = Mode.count
+  let counting = Mutex(Counting())
 
   public init(directory: String) { dir = directory }
 
@@ -38,18 +42,18 @@ public final class RequestPause: @unchecked Sendable {
   }
 
   func next() -> (Int, Mode, Int) {
-    lock.withLock {
+    counting.withLock { c in
       let armPath = dir + "/arm"
       if let text = try? String(contentsOfFile: armPath, encoding: .utf8) {
         try? FileManager.default.removeItem(atPath: armPath)
         let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-        count = 0
-        target = parts.first.flatMap { Int($0) } ?? 0
-        mode = parts.count > 1 ? Mode(rawValue: String(parts[1])) ?? .count : .count
+        c.count = 0
+        c.target = parts.first.flatMap { Int($0) } ?? 0
+        c.mode = parts.count > 1 ? Mode(rawValue: String(parts[1])) ?? .count : .count
       }
-      count += 1
-      write("count", "\(count)\n")
-      return (count, mode, target)
+      c.count += 1
+      write("count", "\(c.count)\n")
+      return (c.count, c.mode, c.target)
     }
   }
 

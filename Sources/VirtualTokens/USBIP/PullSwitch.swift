@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -15,42 +16,44 @@ import Foundation
 ///   gone before it reaches the host. `dropped`: the k-th request never reaches the token.
 /// - `logPath`: one line appended per request (`ccid` + CLA INS P1 P2, `hid` + channel and command): the sweep counts
 ///   a flow's requests with it. No data beyond those headers is written: a VERIFY's PIN never reaches the log.
-public final class PullSwitch: @unchecked Sendable {
+public final class PullSwitch: Sendable {
   public enum Mode: String, CaseIterable, Sendable {
     case processed, dropped
   }
 
-  let lock = NSLock()
-  var remaining: Int?
-  var mode: Mode
+  struct Armed {
+    var remaining: Int?
+    var mode: Mode
+  }
+
+  let armed: Mutex<Armed>
   let controlPath: String?
   let logPath: String?
 
   public init(unplugAfter: Int?, mode: Mode, controlPath: String?, logPath: String?) {
-    remaining = unplugAfter
-    self.mode = mode
+    armed = Mutex(Armed(remaining: unplugAfter, mode: mode))
     self.controlPath = controlPath
     self.logPath = logPath
   }
 
   /// Counts one request (`what` says what it is, for the log); the mode when the device goes now, else nil.
   func request(_ what: String) -> Mode? {
-    lock.withLock {
+    armed.withLock { a in
       if let controlPath, let text = try? String(contentsOfFile: controlPath, encoding: .utf8) {
         unlink(controlPath)
         let words = text.split(whereSeparator: \.isWhitespace)
         if let k = words.first.flatMap({ Int($0) }) {
-          remaining = k > 0 ? k : nil
-          mode = words.count > 1 ? Mode(rawValue: String(words[1])) ?? mode : mode
+          a.remaining = k > 0 ? k : nil
+          a.mode = words.count > 1 ? Mode(rawValue: String(words[1])) ?? a.mode : a.mode
         }
       }
       var cut: Mode?
-      if let k = remaining {
+      if let k = a.remaining {
         if k <= 1 {
-          remaining = nil
-          cut = mode
+          a.remaining = nil
+          cut = a.mode
         } else {
-          remaining = k - 1
+          a.remaining = k - 1
         }
       }
       if let logPath {
