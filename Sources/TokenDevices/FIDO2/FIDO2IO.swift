@@ -28,13 +28,31 @@ enum FIDO2IO {
 
   /// Waits for the next report on `h` within libfido2's `ms` (the context's deadline when it passes none, -1);
   /// false when none comes, with the context saying why (`timedOut`, or `peerGone` when the descriptor failed).
+  /// With a cancel pending (`canceller`), it waits in slices and gives up once the key has had its grace to answer
+  /// the cancel (`abandoned`).
   static func awaitReport(_ h: Handle, ms: Int32) -> Bool {
-    switch waitReadable(h.fd, limitMs: ms < 0 ? h.context.readDeadlineMs : ms) {
-    case .readable: return true
-    case .timedOut: h.context.timedOut = true
-    case .failed: h.context.peerGone = true
+    let limit = ms < 0 ? h.context.readDeadlineMs : ms
+    let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limit)) * 1_000_000
+    while true {
+      let now = DispatchTime.now().uptimeNanoseconds
+      let left = now >= end ? 0 : Int32(min(UInt64(Int32.max), (end - now + 999_999) / 1_000_000))
+      let slice = h.context.canceller == nil ? left : min(left, 250)
+      switch waitReadable(h.fd, limitMs: slice) {
+      case .readable: return true
+      case .failed:
+        h.context.peerGone = true
+        return false
+      case .timedOut:
+        if h.context.canceller?.abandonDue == true {
+          h.context.abandoned = true
+          return false
+        }
+        if slice == left {
+          h.context.timedOut = true
+          return false
+        }
+      }
     }
-    return false
   }
 
   /// Per-session state the callbacks see. Used only on the thread that runs the session's libfido2 call (the
@@ -53,6 +71,10 @@ enum FIDO2IO {
     var timedOut = false
     /// The key hung up (end of stream, a socket or device error): it was unplugged or its process ended.
     var peerGone = false
+    /// The session's canceller while an operation it may cancel runs (nil otherwise), and whether the last read
+    /// gave up on a key that did not answer a cancel.
+    var canceller: FIDO2Canceller?
+    var abandoned = false
 
     init(readDeadlineMs: Int32) { self.readDeadlineMs = readDeadlineMs }
 

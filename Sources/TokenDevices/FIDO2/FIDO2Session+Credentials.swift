@@ -103,8 +103,10 @@ extension FIDO2Session {
     let dev = try device()
     io.touchCue = touchCue
     canceller.arm(dev)
+    io.canceller = canceller
     defer {
       canceller.disarm()
+      io.canceller = nil
       io.touchCue = nil
     }
     return try call(operation, deadlines.userPresenceMs, body)

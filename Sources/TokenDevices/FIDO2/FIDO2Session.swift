@@ -101,9 +101,12 @@ public final class FIDO2Session {
     io.readDeadlineMs = ms
     io.timedOut = false
     io.peerGone = false
+    io.abandoned = false
     let start = DispatchTime.now().uptimeNanoseconds
     let rc = call()
     guard rc == FIDO_ERR_RX || rc == FIDO_ERR_TX || rc == FIDO_ERR_INTERNAL else { return rc }
+    // Cancelled, and the key did not answer the cancel: ended as the cancel would have ended it.
+    if io.abandoned { return FIDO_ERR_KEEPALIVE_CANCEL }
     if io.timedOut { return nil }
     if ref.isVirtual { return rc }
     // hidraw: libfido2 also ends a call whose deadline it finds spent before it reads (the time is the tell).
