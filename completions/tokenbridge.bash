@@ -173,13 +173,13 @@ _tokenbridge() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|metadata|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|serve|exit-codes|help)
+    tokens|pin|puk|key|register|authenticate|deregister|accounts|authenticators|local|info|metadata|uaf|oob|pending|device|fido2|install-desktop|enroll|doctor|watch|serve|exit-codes|provision|help)
         # Offer subcommand argument completions
         "_tokenbridge_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info metadata uaf oob pending device fido2 install-desktop enroll doctor watch serve exit-codes help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'tokens pin puk key register authenticate deregister accounts authenticators local info metadata uaf oob pending device fido2 install-desktop enroll doctor watch serve exit-codes provision help' -- "${cur}"))
         ;;
     esac
 }
@@ -1211,6 +1211,54 @@ _tokenbridge_exit-codes() {
     repeating_options=()
     non_repeating_options=()
     __tokenbridge_offer_flags_options 0
+}
+
+_tokenbridge_provision() {
+    repeating_flags=()
+    non_repeating_flags=(--wait --json --trace --yes --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--token --pin-fd --timeout --prompt --server --facet-id --plan --journal --report --csv --pin-recipient --parallel)
+    __tokenbridge_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--token')
+        return
+        ;;
+    '--pin-fd')
+        return
+        ;;
+    '--timeout')
+        return
+        ;;
+    '--prompt')
+        return
+        ;;
+    '--server')
+        return
+        ;;
+    '--facet-id')
+        return
+        ;;
+    '--plan')
+        return
+        ;;
+    '--journal')
+        return
+        ;;
+    '--report')
+        return
+        ;;
+    '--csv')
+        return
+        ;;
+    '--pin-recipient')
+        return
+        ;;
+    '--parallel')
+        return
+        ;;
+    esac
 }
 
 _tokenbridge_help() {

@@ -20,7 +20,7 @@ public struct Subprocess: Sendable {
   /// descriptor but 0, 1 and 2 is inherited. Nil when it could not be started.
   public static func start(
     _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Stream = .inherited,
-    stdout: Stream = .inherited, stderr: Stream = .inherited, captureOutput: Bool = false
+    stdout: Stream = .inherited, stderr: Stream = .inherited, captureOutput: Bool = false, stdinFD: Int32? = nil
   ) -> Subprocess? {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -28,6 +28,8 @@ public struct Subprocess: Sendable {
     for (fd, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] where stream == .null {
       posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
     }
+    // A descriptor of the caller's as the child's stdin (a pipe it writes a secret into: never argv).
+    if let stdinFD { posix_spawn_file_actions_adddup2(&actions, stdinFD, 0) }
     var pipeFDs: [Int32] = [-1, -1]
     if captureOutput {
       guard pipe(&pipeFDs) == 0 else { return nil }

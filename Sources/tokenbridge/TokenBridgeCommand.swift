@@ -16,7 +16,7 @@ struct TokenBridgeCommand: ParsableCommand {
       Tokens.self, Pin.self, Puk.self, Key.self, Register.self, Authenticate.self, Deregister.self, Accounts.self,
       Authenticators.self, Local.self, Info.self, Metadata.self, UAF.self, OutOfBand.self, Pending.self, Device.self,
       FIDO2Command.self, InstallDesktop.self, Enroll.self, DoctorCommand.self, WatchCommand.self, ServeCommand.self,
-      ExitCodes.self, BrowserHostCommand.self,
+      ExitCodes.self, BrowserHostCommand.self, Provision.self,
     ])
 
   /// swift-argument-parser's `main()`, except for what a command did not report itself (`GlobalOptions.execute`

@@ -13,7 +13,7 @@ EXPECTED = {
     "authenticators", "local", "local delete", "info", "metadata", "uaf", "uaf discover", "uaf process", "oob",
     "pending", "device", "device change", "device check", "device sync", "fido2", "fido2 info", "fido2 credentials",
     "fido2 credentials list", "fido2 credentials delete", "fido2 reset", "install-desktop", "enroll", "doctor",
-    "watch", "serve", "exit-codes",
+    "watch", "serve", "exit-codes", "provision",
 }
 
 

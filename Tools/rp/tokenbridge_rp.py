@@ -228,6 +228,7 @@ class RP:
         self.db = sqlite3.connect(args.db, check_same_thread=False)
         self.lock = threading.Lock()
         self.faults = []  # queued (status, delay) answers for tests
+        self.registration_stalls = []  # seconds to wait after a registration was taken, before answering it
         self.device_faults = []  # the same, for the dispatch-target and device services only
         self.last_signature = None  # the last Device-Signature accepted (tests replay it)
         self.next_target_ids = []  # ids the next created dispatch targets get (tests: ids outside the unreserved set)
@@ -868,6 +869,10 @@ class Handler(BaseHTTPRequestHandler):
         if urlparse(self.path).path == "/_admin/qr":  # tests and the demo: any text as a QR PNG (base64)
             return self.send(200, {"png": base64.b64encode(qr_png(json.loads(raw)["text"])).decode()},
                              "application/json")
+        if urlparse(self.path).path == "/_admin/stall-registration":  # tests: {"seconds", "count"}
+            f = json.loads(raw)
+            self.rp.registration_stalls.extend([float(f.get("seconds", 30))] * int(f.get("count", 1)))
+            return self.send(200, {}, "application/json")
         if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)
             self.rp.faults.extend([None] * f.get("skip", 0) + [(f.get("status", 500), f.get("delay", 0),
@@ -921,7 +926,10 @@ class Handler(BaseHTTPRequestHandler):
                     raise Refused(1400, "op")
                 return self.send(200, self.rp.new_request(op, body.get("context")))
             if self.path_is("/uaf/1.1/registration"):
-                return self.send(200, self.rp.register(body))
+                answer = self.rp.register(body)
+                if self.rp.registration_stalls:  # tests: the registration is taken, its client not told yet
+                    time.sleep(self.rp.registration_stalls.pop(0))
+                return self.send(200, answer)
             if self.path_is("/uaf/1.1/authentication"):
                 return self.send(200, self.rp.authenticate(body))
             self.send(404, {"statusCode": 1404})

@@ -154,6 +154,7 @@ public struct ErrorReport: Equatable, Sendable {
             + "the same model. Nothing was reset. Plug in \(id) alone and run again."
           : "The key that came back (AAGUID \(found)) is not \(id) (AAGUID \(expected)). Nothing was reset. "
             + "Plug in \(id) alone and run again.")
+    case .provision(let p): return provision(p)
     case .enrollment(let e):
       switch e {
       case .device(let name, .noDevice):

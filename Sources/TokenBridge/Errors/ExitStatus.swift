@@ -2,6 +2,7 @@
 public enum ExitStatus: Int32, CaseIterable, Sendable {
   case success = 0
   case failure = 1
+  case incomplete = 2
   case cancelled = 3
   case noToken = 4
   case serviceUnavailable = 5
@@ -38,6 +39,7 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     switch self {
     case .success: "success"
     case .failure: "unexpected error (the message says what happened)"
+    case .incomplete: "tokenbridge provision: some rows of the plan are not done (the report says why, row by row)"
     case .cancelled: "cancelled by the user (or the last attempt was not confirmed)"
     case .noToken: "no token, or not the one named with --token, or several and no terminal to choose"
     case .serviceUnavailable: "the PC/SC service (pcscd) is not running"

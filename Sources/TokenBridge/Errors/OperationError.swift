@@ -61,6 +61,8 @@ public enum OperationError: Error, Equatable, Sendable {
   case differentKey(token: String, expectedAAGUID: String, foundAAGUID: String)
   /// Plug-in enrollment could not start (`tokenbridge enroll`).
   case enrollment(EnrollmentError)
+  /// `tokenbridge provision` stopped (before touching a token, or for one row).
+  case provision(ProvisionError)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
 }

@@ -1,4 +1,3 @@
-
 /// The FIDO UAF Application API's error codes (UAF Client API §3.1.1), what `tokenbridge serve` answers with
 /// (docs/dbus-api.md, "Errors").
 public enum UAFErrorCode: UInt32, Sendable, CaseIterable {

@@ -32,6 +32,7 @@ protocol SQLiteBindable {
 extension Int: SQLiteBindable { var sqliteValue: SQLiteValue { .integer(Int64(self)) } }
 extension Int32: SQLiteBindable { var sqliteValue: SQLiteValue { .integer(Int64(self)) } }
 extension Int64: SQLiteBindable { var sqliteValue: SQLiteValue { .integer(self) } }
+extension Double: SQLiteBindable { var sqliteValue: SQLiteValue { .real(self) } }
 extension String: SQLiteBindable { var sqliteValue: SQLiteValue { .text(self) } }
 extension Data: SQLiteBindable { var sqliteValue: SQLiteValue { .blob([UInt8](self)) } }
 extension Array: SQLiteBindable where Element == UInt8 { var sqliteValue: SQLiteValue { .blob(self) } }
@@ -202,6 +203,10 @@ struct SQLiteRow {
 
   func optionalInteger(_ column: Int32) -> Int64? {
     isNull(column) ? nil : sqlite3_column_int64(statement, column)
+  }
+
+  func optionalReal(_ column: Int32) -> Double? {
+    isNull(column) ? nil : sqlite3_column_double(statement, column)
   }
 
   func integer(_ column: Int32) throws(SQLiteError) -> Int64 {

@@ -1,0 +1,173 @@
+import FoundationEssentials
+import Platform
+import TokenDevices
+
+/// What a provisioning run tells its front end as it goes (a progress line each, or a JSON line with `--json`).
+public struct ProvisionEvent: Encodable, Sendable, Equatable {
+  public enum Kind: String, Encodable, Sendable {
+    case assigned
+    case pinSet = "pin-set"
+    case registered, adopted, done, failed, pending
+    case unusedToken = "unused-token"
+  }
+  public var event: Kind
+  public var row: Int?
+  public var username: String?
+  public var token: String?
+  public var message: String?
+}
+
+/// What every row's work shares: the journal, the sealer, the PIN of `--pin-fd`, the configuration.
+struct ProvisionContext: Sendable {
+  let journal: ProvisionJournal
+  let nonce: String
+  let configuration: Configuration
+  let dataDirectory: URL
+  let server: String?
+  let facetID: String?
+  let sealer: PinSealer?
+  let currentPIN: [UInt8]?
+  let timeout: Double
+  let emit: @Sendable (ProvisionEvent) -> Void
+}
+
+/// One row's work on its token, from the stage the journal has: the PIN (a fresh one sealed and held before it is set;
+/// or the token's own), then the registration (adopted when a killed run's was taken by the server). Every step is
+/// recorded before the next begins. A failure is the row's alone: its code and sentence go to the journal.
+struct ProvisionWork: Sendable {
+  let row: ProvisionJournalRow
+  /// The pending registration a killed run left on this token (`UAFEnvironment.repaired`), if any.
+  let interrupted: AuthenticatorRecord?
+
+  var number: Int { row.row.number }
+  var side: String { row.sideID ?? row.tokenID ?? "" }
+
+  func run(_ ctx: ProvisionContext) {
+    let start = ContinuousClock.now
+    let journal = ctx.journal
+    do {
+      if row.failed { try journal.retry(number) }
+      let pin = try pinStep(ctx)
+      try registrationStep(ctx, pin: pin)
+      try PinVault.drop(nonce: ctx.nonce, number: number, journal: journal)
+    } catch {
+      let report = ErrorReport(error)
+      try? journal.fail(number, code: Int(report.status.rawValue), message: report.message)
+      ctx.emit(.init(event: .failed, row: number, username: row.row.username, token: side, message: report.message))
+    }
+    let d = ContinuousClock.now - start
+    try? journal.addSeconds(number, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+  }
+
+  /// The PIN the registration uses; the token has it once this returns (stage `pinSet`).
+  func pinStep(_ ctx: ProvisionContext) throws(OperationError) -> Secret {
+    let journal = ctx.journal
+    if row.stage >= .pinSet {
+      if row.sealedPin != nil {
+        guard
+          let held = try provision({ () throws(ProvisionError) in
+            try PinVault.take(nonce: ctx.nonce, number: number, journal: journal)
+          })
+        else { throw .provision(.pinLost(token: side)) }
+        return held
+      }
+      guard let current = ctx.currentPIN else { throw .provision(.currentPINNeeded(tokens: [side])) }
+      return Secret(current)
+    }
+    let token = try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil)
+    let state = try ProvisionPIN.state(of: token)
+    var note: String? = nil
+    var pin: Secret
+    if row.stage == .pinChosen,
+      let held = try provision({ () throws(ProvisionError) in
+        try PinVault.take(nonce: ctx.nonce, number: number, journal: journal)
+      })
+    {
+      // A killed run sealed this PIN; the token has it unless the run died before setting it.
+      if state == .factory { try ProvisionPIN.set(held.bytes, on: token, timeout: ctx.timeout) }
+      pin = held
+    } else if state == .factory {
+      // (A PIN sealed by a killed run and no longer held never reached the token, which still has its factory
+      // PIN: a new one is made and sealed over it.)
+      guard let sealer = ctx.sealer else { throw .provision(.recipientNeeded(tokens: [side])) }
+      var fresh = ProvisionPIN.fresh(for: token.info)
+      defer { wipe(&fresh) }
+      let sealed = try provision { () throws(ProvisionError) in try sealer.seal(fresh) }
+      try provision { () throws(ProvisionError) in
+        try PinVault.hold(fresh, nonce: ctx.nonce, number: number, journal: journal)
+        try journal.chosePIN(number, sealed: sealed)
+      }
+      try ProvisionPIN.set(fresh, on: token, timeout: ctx.timeout)
+      pin = Secret(fresh)
+      note =
+        token.info.kind == .piv
+        ? "PIV has no forced PIN change: ask the user to change the PIN at first use (tokenbridge pin change)."
+        : "The key has a fresh PIN; the user changes it at first use (tokenbridge pin change)."
+    } else {
+      if row.stage == .pinChosen { throw .provision(.pinLost(token: side)) }
+      guard let current = ctx.currentPIN else { throw .provision(.currentPINNeeded(tokens: [side])) }
+      pin = Secret(current)
+    }
+    try provision { () throws(ProvisionError) in try journal.advance(number, to: .pinSet, note: note) }
+    ctx.emit(.init(event: .pinSet, row: number, username: row.row.username, token: side, message: nil))
+    return pin
+  }
+
+  /// Registers the row's user (or redeems its payload) with the token; adopts a killed run's registration the
+  /// server took.
+  func registrationStep(_ ctx: ProvisionContext, pin: Secret) throws(OperationError) {
+    let journal = ctx.journal
+    var env = try UAFEnvironment(configuration: ctx.configuration, dataDirectory: ctx.dataDirectory)
+    env.dispatchTargetFailed = nil
+    if row.stage == .registering, let record = interrupted {
+      let backend: BackendClient
+      do { backend = try BackendClient(server: record.server, timeout: ctx.configuration.networkTimeout) } catch {
+        throw .configuration(error)
+      }
+      let held: Set<String>
+      do { held = try backend.registeredKeyIDs(username: record.username) } catch { throw .backend(error) }
+      if held.contains(record.keyID) {
+        let adopted: Bool
+        do { adopted = try env.localData.adopt(record) } catch { throw .localData(error) }
+        try? env.device.ensureDispatchTarget(server: record.server, username: record.username)
+        let note =
+          adopted
+          ? "The registration of an interrupted run was found at the server and adopted."
+          : "The registration of an interrupted run was found at the server; its slot was reused meanwhile."
+        try provision { () throws(ProvisionError) in
+          try journal.finish(number, aaid: record.aaid, keyID: record.keyID, note: note)
+        }
+        ctx.emit(.init(event: .adopted, row: number, username: record.username, token: side, message: record.keyID))
+        return
+      }
+    }
+    try provision { () throws(ProvisionError) in try journal.advance(number, to: .registering) }
+    let tokens = try env.tokens(id: side, trace: nil, details: false, touchCue: { _ in })
+    let verifier = ScriptedPins(current: pin.bytes, new: [])
+    let keyID: String
+    if let payload = row.row.payload {
+      let source: OutOfBandSource = payload.contains("://") ? .link(payload) : .qrText(payload)
+      let p = try env.outOfBandPayload(source)
+      let result = try env.redeem(
+        p, tokens: tokens, authenticatorSelector: nil, verifier: verifier, accountSelector: nil)
+      guard result.op == .reg, let k = result.pendingKeyID else {
+        throw .message(.unexpectedOperation(expected: .reg, got: result.op))
+      }
+      keyID = k
+    } else {
+      let ops = try env.operations(
+        server: ctx.server, facetID: ctx.facetID, tokens: tokens, authenticatorSelector: nil)
+      keyID = try ops.register(username: row.row.username, verifier: verifier)
+    }
+    let record = try? env.localData.authenticators().first { $0.keyID == keyID }
+    let aaid =
+      record?.aaid ?? (tokens.infos.first?.kind == .fido2 ? ctx.configuration.fido2AAID : ctx.configuration.pivAAID)
+    try provision { () throws(ProvisionError) in try journal.finish(number, aaid: aaid, keyID: keyID, note: nil) }
+    ctx.emit(.init(event: .registered, row: number, username: row.row.username, token: side, message: keyID))
+  }
+}
+
+/// A journal or sealing step, its failure as the operation's.
+func provision<T>(_ body: () throws(ProvisionError) -> T) throws(OperationError) -> T {
+  do { return try body() } catch { throw .provision(error) }
+}

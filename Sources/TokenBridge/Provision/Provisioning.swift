@@ -1,0 +1,170 @@
+import Dispatch
+import FoundationEssentials
+import Platform
+import Synchronization
+import TokenDevices
+
+/// `tokenbridge provision`: a desk's batch of tokens enrolled for a list of users, side by side, resumable from its
+/// journal. The front end parses the options and renders events and the report; everything else is here.
+public struct Provisioning {
+  public var planPath: String
+  public var journalPath: String
+  public var recipient: String?
+  /// The one current PIN of every token that has its own (`--pin-fd`); wiped by the caller.
+  public var currentPIN: [UInt8]?
+  public var parallel: Int?
+  public var server: String?
+  public var facetID: String?
+  public var configuration: Configuration
+  public var dataDirectory: URL = Configuration.dataDirectory
+
+  /// Tokens worked at once at most, whatever `--parallel` or the number of tokens.
+  public static let maxParallel = 32
+
+  public init(planPath: String, journalPath: String, configuration: Configuration) {
+    self.planPath = planPath
+    self.journalPath = journalPath
+    self.configuration = configuration
+  }
+
+  /// The whole run: plan → journal → (nothing when every row is done) → tokens assigned → refusals checked before
+  /// any token is changed → every assigned row worked, `parallel` at a time → the report, from the journal.
+  public func run(emit: @escaping @Sendable (ProvisionEvent) -> Void) throws(OperationError) -> ProvisionReport {
+    if let p = parallel, !(1...Self.maxParallel).contains(p) {
+      throw .provision(.parallel(p, maximum: Self.maxParallel))
+    }
+    let bytes: [UInt8]
+    do { bytes = try RegularFile.read(planPath, limit: ProvisionPlan.maxBytes) } catch { throw .input(error) }
+    let plan: ProvisionPlan
+    do { plan = try ProvisionPlan(csv: bytes) } catch { throw .provision(.plan(error)) }
+    guard let server = server ?? configuration.server else { throw .configuration(.noServer) }
+    let journal = try provision { () throws(ProvisionError) in try ProvisionJournal(path: journalPath) }
+    let nonce = try provision { () throws(ProvisionError) in try journal.begin(plan, server: server) }
+    var rows = try provision { () throws(ProvisionError) in try journal.rows() }
+    // A finished journal: nothing is asked of any token or server.
+    if rows.allSatisfy({ $0.stage == .done }) { return ProvisionReport(rows: rows, unused: []) }
+
+    let env = try UAFEnvironment(configuration: configuration, dataDirectory: dataDirectory)
+    let listing = try TokenListing(trace: nil)
+    let unused = try assign(&rows, tokens: listing.tokens, journal: journal, emit: emit)
+    let present = Set(listing.tokens.flatMap { $0.ids ?? [$0.id] })
+    let work = rows.filter { $0.stage != .done && $0.stage != .pending && present.contains($0.sideID ?? "") }
+    for r in rows where r.stage != .done && !work.contains(where: { $0.row.number == r.row.number }) {
+      emit(.init(event: .pending, row: r.row.number, username: r.row.username, token: r.sideID, message: nil))
+    }
+    try refuse(work, tokens: listing.tokens)
+    let sealer = try recipient.map { r throws(OperationError) in
+      try provision { () throws(ProvisionError) in try PinSealer(recipient: r) }
+    }
+    let context = ProvisionContext(
+      journal: journal, nonce: nonce, configuration: configuration, dataDirectory: dataDirectory, server: server,
+      facetID: facetID, sealer: sealer, currentPIN: currentPIN, timeout: configuration.interactionTimeout, emit: emit)
+    let tasks = work.map { r in
+      ProvisionWork(
+        row: r, interrupted: env.repaired.filter { $0.tokenID == r.sideID }.max { $0.createdAt < $1.createdAt })
+    }
+    Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
+    let after = try provision { () throws(ProvisionError) in try journal.rows() }
+    for r in after where r.stage == .done && work.contains(where: { $0.row.number == r.row.number }) {
+      emit(.init(event: .done, row: r.row.number, username: r.row.username, token: r.sideID, message: r.keyID))
+    }
+    return ProvisionReport(rows: after, unused: unused)
+  }
+
+  /// Works `tasks`, `parallel` at once, each on a thread of its own (token I/O blocks; the work is waiting, not
+  /// computing), and returns when all are done.
+  static func runAll(_ tasks: [ProvisionWork], parallel: Int, context: ProvisionContext) {
+    guard !tasks.isEmpty else { return }
+    let next = Mutex(0)
+    let group = DispatchGroup()
+    for _ in 0..<max(1, min(parallel, tasks.count)) {
+      group.enter()
+      let started = POSIXThread.start {
+        while true {
+          let i = next.withLock { n -> Int in
+            defer { n += 1 }
+            return n
+          }
+          guard i < tasks.count else { break }
+          tasks[i].run(context)
+        }
+        group.leave()
+      }
+      if !started {
+        group.leave()
+      }
+    }
+    group.wait()
+    // A thread that could not be made leaves its share to the others; none made at all: the work runs here.
+    while true {
+      let i = next.withLock { n -> Int in
+        defer { n += 1 }
+        return n
+      }
+      guard i < tasks.count else { break }
+      tasks[i].run(context)
+    }
+  }
+
+  /// Gives each row without a token one: rows naming a serial first (the token with that serial or id), then the
+  /// others in plan order (the first free token of the row's kind). A token a row had before keeps it; a token of a
+  /// done row is never taken again. Returns the tokens no row took (left alone, listed).
+  func assign(
+    _ rows: inout [ProvisionJournalRow], tokens: [TokenInfo], journal: ProvisionJournal,
+    emit: @Sendable (ProvisionEvent) -> Void
+  ) throws(OperationError) -> [String] {
+    var taken = Set(rows.compactMap(\.tokenID))
+    func free(_ match: (TokenInfo) -> Bool) -> TokenInfo? {
+      tokens.first { !taken.contains($0.id) && match($0) }
+    }
+    func side(_ t: TokenInfo, _ kind: TokenKind?) -> TokenInfo? {
+      let sides = t.sides
+      if let kind { return sides.first { $0.kind == kind } }
+      // One physical token with both: its FIDO2 key (no management key needed; as `enroll` prefers).
+      return sides.first { $0.kind == .fido2 } ?? sides.first
+    }
+    for pass in [true, false] {
+      for i in rows.indices where rows[i].stage == .pending && (rows[i].row.serial != nil) == pass {
+        let r = rows[i].row
+        let match: (TokenInfo) -> Bool = { t in
+          if let s = r.serial, !(t.serial.map(String.init) == s || t.isNamed(s)) { return false }
+          return side(t, r.kind) != nil
+        }
+        guard let token = free(match), let chosen = side(token, r.kind) else { continue }
+        taken.insert(token.id)
+        let shown = token.serial.map(String.init) ?? chosen.id
+        try provision { () throws(ProvisionError) in
+          try journal.assign(r.number, tokenID: token.id, sideID: chosen.id, shownSerial: shown)
+        }
+        rows[i].tokenID = token.id
+        rows[i].sideID = chosen.id
+        rows[i].shownSerial = shown
+        rows[i].stage = .assigned
+        emit(.init(event: .assigned, row: r.number, username: r.username, token: chosen.id, message: nil))
+      }
+    }
+    let unused = tokens.filter { !taken.contains($0.id) }.map(\.id)
+    for t in unused { emit(.init(event: .unusedToken, row: nil, username: nil, token: t, message: nil)) }
+    return unused
+  }
+
+  /// Before any token is changed: a token at its factory PIN needs `--pin-recipient`, one with its own PIN needs
+  /// `--pin-fd` (as far as the listing tells; a PIV card without GET METADATA is found out by its row's work).
+  func refuse(_ work: [ProvisionJournalRow], tokens: [TokenInfo]) throws(OperationError) {
+    var needRecipient: [String] = []
+    var needPIN: [String] = []
+    for r in work where r.stage == .assigned {
+      guard let side = tokens.flatMap(\.sides).first(where: { $0.id == r.sideID }) else { continue }
+      let factory: Bool?
+      if side.kind == .fido2 {
+        factory = side.fido2.map { !$0.pinIsSet }
+      } else {
+        factory = side.pin?.isDefault
+      }
+      if factory == true && recipient == nil { needRecipient.append(side.id) }
+      if factory == false && currentPIN == nil { needPIN.append(side.id) }
+    }
+    if !needRecipient.isEmpty { throw .provision(.recipientNeeded(tokens: needRecipient)) }
+    if !needPIN.isEmpty { throw .provision(.currentPINNeeded(tokens: needPIN)) }
+  }
+}
