@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Platform
+import Prompts
 import TokenBridge
 
 struct Provision: ParsableCommand {
