@@ -36,7 +36,15 @@ extension ServiceDispatcher {
     busy = busy.filter { $0.value != path }
     var outcome = answer
     if case .string(let keyID)? = outcome.results.first(where: { $0.key == "registeredKeyID" })?.value {
-      let keep = !request.control.isCancelled
+      var keep = !request.control.isCancelled
+      // A caller that left while the token finished may not be known to have left yet (its NameOwnerChanged still
+      // unread): the bus daemon is asked (GetConnectionCredentials, one round trip), so a registration is kept
+      // only for a caller still there to receive its answer. Found by the service's kill sweep: a caller killed
+      // while the card made the registration's last signature got a kept registration the server never saw.
+      if keep, (try? bus.credentials(of: request.sender)) == nil {
+        request.control.cancel()
+        keep = false
+      }
       let failure = operations.settleRegistration(snapshot(), keyID: keyID, keep: keep)
       if !keep {
         outcome = ServiceWork.outcome(OperationError.cancelled, cancelled: true)

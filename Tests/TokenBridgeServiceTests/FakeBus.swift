@@ -54,8 +54,11 @@ final class FakeBus: ServiceBus {
   {
     sent.append(.signal(path: path, member: member, destination: destination, values))
   }
+  /// Callers that left the bus: asking for their credentials fails, as the bus daemon's NameHasNoOwner.
+  var gone: Set<String> = []
   func credentials(of sender: String) throws(DBusError) -> DBusValue {
-    .dict([.init("UnixUserID", .uint32(uids[sender] ?? 1000)), .init("ProcessID", .uint32(4242))])
+    if gone.contains(sender) { throw DBusError(name: "org.freedesktop.DBus.Error.NameHasNoOwner", message: sender) }
+    return .dict([.init("UnixUserID", .uint32(uids[sender] ?? 1000)), .init("ProcessID", .uint32(4242))])
   }
   func callWithoutReply(destination: String, path: String, interface: String, member: String, _ values: [DBusValue])
     throws(DBusError)

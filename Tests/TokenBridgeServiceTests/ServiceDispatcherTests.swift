@@ -142,6 +142,23 @@ import TokenBridge
     #expect(dispatcher.busy.isEmpty)
   }
 
+  /// A caller that left while the token finished, before its NameOwnerChanged was read: the bus daemon no longer
+  /// knows it, so its registration is abandoned and nothing is kept for an answer nobody receives.
+  @Test func aRegistrationForACallerNoLongerOnTheBusIsNotKept() {
+    process(from: ":1.5", "a", token: "piv-1")
+    bus.gone = [":1.5"]
+    dispatcher.sendResponse(
+      ServiceDispatcher.requestPrefix + "/1",
+      RequestOutcome(
+        response: 0,
+        results: [
+          .init("message", .string("{}")), .init("errorCode", .uint32(0)), .init("registeredKeyID", .string("k1")),
+        ]))
+    #expect(operations.settled.withLock { $0 } == ["k1 abandoned"])
+    #expect(bus.signals.last?.values.first == .uint32(1))
+    #expect(dispatcher.busy.isEmpty && dispatcher.requests.isEmpty)
+  }
+
   @Test func aCallerLeavingTheBusCancelsItsRequestsOnly() {
     process(from: ":1.5", "a", token: "piv-1")
     process(from: ":1.6", "b", token: "fido2-1")
