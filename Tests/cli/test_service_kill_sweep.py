@@ -1,8 +1,8 @@
 """Kill -9 at each step of the desktop service's token operations (docs/dbus-api.md): ProcessUAFOperation's
-registration and authentication with the virtual PIV card and the virtual FIDO2 key. The flow's requests to the
-token are counted once (the simulators' --pause-dir hook, as in test_kill_sweep.py); then the flow runs with the
-token stopped at request k, `before` (the token drops the request) or `after` (it acted and saved; the answer is
-lost), and one process is killed with SIGKILL while the token waits:
+registration and authentication, and ProcessOutOfBand's registration, with the virtual PIV card and the virtual
+FIDO2 key. The flow's requests to the token are counted once (the simulators' --pause-dir hook, as in
+test_kill_sweep.py); then the flow runs with the token stopped at request k, `before` (the token drops the
+request) or `after` (it acted and saved; the answer is lost), and one process is killed with SIGKILL while the token waits:
 - the service (`tokenbridge serve`): the caller never gets a Response; the next call starts the service again;
 - the caller (the desktop program that called ProcessUAFOperation): the service sees it leave the bus and must
   cancel the request, keeping nothing.
@@ -25,7 +25,7 @@ import pytest
 from conftest import Card, tb, wait_until
 from fido2_conn import Key
 from relying_party import RelyingParty
-from test_dbus_service import MY_FACET, NAME, PATH, SCRIPTED, Bus
+from dbus_service import MY_FACET, NAME, PATH, SCRIPTED, Bus, call, unwrap
 from test_kill_sweep import Hook
 
 PINS = {"piv": "123456", "fido2": "1234"}
@@ -33,18 +33,19 @@ FULL = os.environ.get("TB_SWEEP_FULL") == "1"
 SEED = os.environ.get("TB_SWEEP_SEED") or str(random.SystemRandom().randrange(1 << 32))
 SAMPLE = 3
 
-# The caller: a desktop program in a process of its own, so that it can be killed. It sends the message read on
-# stdin to ProcessUAFOperation and prints the Response (code and results) as JSON.
+# The caller: a desktop program in a process of its own, so that it can be killed. It sends what it reads on stdin
+# to ProcessUAFOperation (a UAF message) or ProcessOutOfBand (a QR code's text) and prints the Response (code and
+# results) as JSON.
 CALLER = """
 import json, sys
 from jeepney import DBusAddress, MatchRule, message_bus, new_method_call
 from jeepney.io.blocking import open_dbus_connection
-address, name, path = sys.argv[1:4]
+address, name, path, method = sys.argv[1:5]
 c = open_dbus_connection(bus=address)
 rule = MatchRule(type="signal", interface=name + ".Request", member="Response")
 c.send_and_get_reply(message_bus.AddMatch(rule))
-call = new_method_call(DBusAddress(path, bus_name=name, interface=name), "ProcessUAFOperation", "sssa{sv}",
-                       ("", sys.stdin.read(), "", {}))
+args = ("", sys.stdin.read(), "", {}) if method == "ProcessUAFOperation" else ("", "qr", sys.stdin.read(), {})
+call = new_method_call(DBusAddress(path, bus_name=name, interface=name), method, "sssa{sv}", args)
 reply = c.send_and_get_reply(call, timeout=60)
 if reply.header.message_type.name == "error":
     print(json.dumps({"error": reply.header.fields.get(4), "body": list(reply.body)}), flush=True)
@@ -79,25 +80,31 @@ class ServiceFlow:
     def note(self, what):
         self.findings[what] = self.findings.get(what, 0) + 1
 
-    def answer_pin(self):
-        """The scripted pinentry's answers for the next dialog: the token's PIN."""
+    def answer_pin(self, op="Reg"):
+        """The scripted pinentry's answers for the next dialog: the token's PIN (after a yes to an out-of-band
+        operation's confirmation)."""
         for suffix in (".pos", ".log"):
             p = self.tmp / ("pinentry.json" + suffix)
             if p.exists():
                 p.unlink()
-        self.scenario.write_text(json.dumps({"answers": [PINS[self.kind]]}))
+        self.scenario.write_text(json.dumps({"answers": (["@ok"] if op.startswith("OOB") else []) + [PINS[self.kind]]}))
 
-    def caller(self, message):
-        self.answer_pin()
+    def caller(self, message, op="Reg"):
+        self.answer_pin(op)
+        method = "ProcessOutOfBand" if op.startswith("OOB") else "ProcessUAFOperation"
         request = self.tmp / "request.json"
         request.write_text(message)
         with open(request) as stdin:
-            return subprocess.Popen([sys.executable, "-c", CALLER, self.bus.address, NAME, PATH], stdin=stdin,
+            return subprocess.Popen([sys.executable, "-c", CALLER, self.bus.address, NAME, PATH, method], stdin=stdin,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def message(self, op):
-        if op == "Reg":
+        if op in ("Reg", "OOB-Reg"):
             self.users += 1
+        if op == "OOB-Reg":  # a registration dispatched as a QR code: the service redeems it and answers the server
+            from test_oob import payload, qr
+            return qr(payload(self.server, "Reg", username=f"u{self.users}"))
+        if op == "Reg":
             return self.server.request("Reg", username=f"u{self.users}")["uafRequest"]
         return self.server.request("Auth", username="alice")["uafRequest"]
 
@@ -106,7 +113,7 @@ class ServiceFlow:
         service still ending the cut request) is tried again."""
         end = time.monotonic() + 30
         while True:
-            p = self.caller(self.message(op))
+            p = self.caller(self.message(op), op)
             out, err = p.communicate(timeout=120)
             answer = json.loads(out) if out.strip() else {"error": err}
             if "error" in answer and "Busy" in str(answer.get("error")) and time.monotonic() < end:
@@ -114,6 +121,8 @@ class ServiceFlow:
                 continue
             break
         assert answer.get("code") == 0 and answer["results"].get("errorCode") == 0, f"{label}: {answer} {err}"
+        if op.startswith("OOB"):
+            return  # the service answered the server itself
         status = self.server.respond(op, json.loads(answer["results"]["message"])["uafProtocolMessage"])
         assert status == 1200, f"{label}: the server answered {status}"
 
@@ -122,8 +131,22 @@ class ServiceFlow:
         out, err = p.communicate(timeout=60)
         answer = json.loads(out)
         assert answer.get("code") == 0, f"{label}: {answer} {err}"
+        if op.startswith("OOB"):
+            return
         status = self.server.respond(op, json.loads(answer["results"]["message"])["uafProtocolMessage"])
         assert status == 1200, f"{label}: the server answered {status}"
+
+    def wait_until_idle(self, label):
+        """Until the service is done with the token: a cancelled request ends at the operation's next step (a PIN
+        request the token is answering is not cut short), so the token's state is read once ListTokens no longer
+        names it busy."""
+        c = self.bus.connect()
+        try:
+            wait_until(lambda: all(not str(t.get("reason", "")).startswith("busy")
+                                   for t in unwrap(call(c, "ListTokens", "a{sv}", {})[0])),
+                       f"{label}: the service done with the token", timeout=30)
+        finally:
+            c.close()
 
     def local(self):
         r = tb("authenticators", "--all", "--json", env=self.env)
@@ -154,7 +177,7 @@ class ServiceFlow:
         """One cut; returns False when the flow ended before request k."""
         label = f"{op} {mode} {k}, {victim} killed"
         self.hook.arm(k, mode)
-        p = self.caller(self.message(op))
+        p = self.caller(self.message(op), op)
         try:
             end = time.monotonic() + 60
             while not self.hook.paused():
@@ -186,12 +209,13 @@ class ServiceFlow:
             self.post(op, p, label)
         if victim == "service":
             self.bus.start(idle=0)
+        self.wait_until_idle(label)
         self.tries_full(label)
         self.check_consistent(label, pending_allowed=True)
         self.run(op, label + ": the next call")
         self.tries_full(label + ", after the next call")
         self.check_consistent(label + ", after the next call")
-        if op == "Reg":
+        if op in ("Reg", "OOB-Reg"):
             self.free_slots()
         return True
 
@@ -208,13 +232,13 @@ def points(flow, n, mode, victim):
 def sweep(flow, op):
     # Counted in the state each cut run starts from: after a run, and (registration) with its slot given back.
     flow.run(op, "first run")
-    if op == "Reg":
+    if op in ("Reg", "OOB-Reg"):
         flow.free_slots()
     flow.hook.arm(0, "count")
     flow.run(op, "count run")
     n = flow.hook.count()
     assert n > 0, "the operation sent nothing to the token"
-    if op == "Reg":
+    if op in ("Reg", "OOB-Reg"):
         flow.free_slots()
     cuts = 0
     for victim in ("service", "caller"):
@@ -290,3 +314,11 @@ def test_service_authenticate(kind, request):
     assert answer.get("code") == 0, (answer, err)
     assert flow.server.respond("Reg", json.loads(answer["results"]["message"])["uafProtocolMessage"]) == 1200
     sweep(flow, "Auth")
+
+
+@pytest.mark.parametrize("kind", ["piv", "fido2"])
+def test_service_out_of_band_register(kind, request):
+    """ProcessOutOfBand with a registration's QR code: the service redeems it, registers and answers the server
+    itself; a registration is kept locally only once the server took it."""
+    flow = request.getfixturevalue(f"{kind}_flow")(f"{kind} out-of-band register")
+    sweep(flow, "OOB-Reg")
