@@ -4,10 +4,10 @@ import TokenDevices
 
 @testable import TokenBridge
 
-/// Issue 27 class 6: enrolling a CCID device without a USB serial never takes a card in another reader. Two
-/// virtual cards sit in the two vpcd readers (neither on a USB device: vpcd gives no USB channel); the device is a
-/// serial-less CCID device of a sysfs tree of the test's own. Before, the first reader with a card was taken and
-/// the decision remembered under the new device; now it is refused, and nothing is remembered.
+/// Enrolling a CCID device without a USB serial never takes a card in another reader. Two virtual cards sit in the two
+/// vpcd readers (neither on a USB device: vpcd gives no USB channel); the device is a serial-less CCID device of a
+/// sysfs tree of the test's own. Before, the first reader with a card was taken and the decision remembered under the
+/// new device; now it is refused, and nothing is remembered.
 extension PIVThroughPCSCDTests {
   @Test func aSerialLessDeviceDoesNotTakeACardInAnotherReader() throws {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("enroll-reader-\(UUID().uuidString)")

@@ -6,9 +6,9 @@ import TokenDevices
   import Glibc
 #endif
 
-/// FIDO2 keys through the real libfido2 and custom I/O: a key that stops answering ends each call at the
-/// session's deadline with `.noAnswer` (issue 8, defect 6), discovery reports it as unusable with that reason
-/// while the other keys are listed, and NO_CREDENTIALS has its own case.
+/// FIDO2 keys through the real libfido2 and custom I/O: a key that stops answering ends each call at the session's
+/// deadline with `.noAnswer`, discovery reports it as unusable with that reason while the other keys are listed, and
+/// NO_CREDENTIALS has its own case.
 @Suite(.tags(.pcscd), .serialized, .enabled(if: hasPrivatePCSCD, "needs the private pcscd: run Tools/test"))
 struct FIDO2DeadlineTests {
   /// Short deadlines keep the tests quick; what is checked is the outcome, never the time taken.

@@ -2,10 +2,10 @@ import Foundation
 import Testing
 import TokenDevices
 
-/// Issue 8, defect 10 (device half): a PIN or PUK outside the PIV reference-data format (6–8 bytes, SP 800-73-4
-/// Part 2 §2.4.3) is refused by `PIVSession` before any APDU, so it costs no try. Checked through the real pcscd
-/// against the virtual card, which (like a real card) counts a 5-byte PIN as a wrong one. Part of the serialized
-/// PIV suite: its cards share the vpcd slots.
+/// A PIN or PUK outside the PIV reference-data format (6–8 bytes, SP 800-73-4 Part 2 §2.4.3) is refused by `PIVSession`
+/// before any APDU, so it costs no try (the device layer's half; the CLI's is in Tests/cli/test_hostile_input.py).
+/// Checked through the real pcscd against the virtual card, which (like a real card) counts a 5-byte PIN as a wrong
+/// one. Part of the serialized PIV suite: its cards share the vpcd slots.
 extension PIVThroughPCSCDTests {
   var short: [UInt8] { Array("12345".utf8) }
   var long: [UInt8] { Array("123456789".utf8) }

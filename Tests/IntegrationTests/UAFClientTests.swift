@@ -107,7 +107,7 @@ extension PIVThroughPCSCDTests {
     let (keyID, key) = try UAFFixture.register(c, "alice", aaid: "7B1D#0001", pin: "123456")
     #expect(try UAFFixture.authenticate(c, aaid: "7B1D#0001", key: key, pin: "123456") == 1)
     #expect(try UAFFixture.authenticate(c, aaid: "7B1D#0001", key: key, pin: "123456") == 2)
-    // Defect 4: a Dereg for another appID (whose facets trust us) touches nothing.
+    // A Dereg for another appID (whose facets trust us) touches nothing.
     let other = try c.process(
       UAFFixture.dereg(appID: UAFFixture.otherApp, aaid: "", keyID: ""), expecting: nil,
       verifier: ScriptedVerifier([]), accountSelector: nil)
@@ -126,13 +126,13 @@ extension PIVThroughPCSCDTests {
     let data = try UAFFixture.localData()
     let c = client(try discovered("piv-4200021"), data)
     let (keyID, _) = try UAFFixture.register(c, "alice", aaid: "7B1D#0001", pin: "123456")
-    // Defect 3: a Dereg answer to a registration is refused before anything is processed.
+    // A Dereg answer to a registration is refused before anything is processed.
     #expect(throws: OperationError.message(.unexpectedOperation(expected: .reg, got: .dereg))) {
       try c.process(
         UAFFixture.dereg(appID: UAFFixture.facet, aaid: "", keyID: ""), expecting: .init(op: .reg, username: "bob"),
         verifier: ScriptedVerifier([]), accountSelector: nil)
     }
-    // Defect 13: a registration for another user than the one asked is refused.
+    // A registration for another user than the one asked is refused.
     let verifier = ScriptedVerifier(["123456"])
     #expect(throws: OperationError.usernameMismatch(asked: "alice", got: "mallory")) {
       try c.process(

@@ -4,7 +4,7 @@ import Testing
 @testable import Prompts
 import TokenBridge
 
-/// `--pin-fd` reading: blocks, a line cap, a deadline (defects 7 and 12).
+/// `--pin-fd` reading: blocks, a line cap (a longer line is refused without keeping it), a deadline.
 @Suite struct SecretLineReaderTests {
   /// A reader over `data`, handed out `chunk` bytes at a time.
   func reader(_ data: [UInt8], chunk: Int = 7) -> SecretLineReader {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import TokenBridge
 
-/// Defect 11: every configuration key is validated; a bad file names the key, the value and what is allowed.
+/// Every configuration key is validated; a bad file names the key, the value and what is allowed.
 @Suite struct ConfigurationTests {
   func parse(_ json: String) throws(ConfigurationError) -> Configuration {
     try Configuration.parse(Array(json.utf8), path: "/c.json")

@@ -3,9 +3,9 @@ import Testing
 
 @testable import TokenBridge
 
-/// Issue 27 class 11: the enrollment lock directory gets the data directory's checks (`FileSafety`). A lock
-/// directory that is a symbolic link, another user's or writable by others is refused with the local-data message,
-/// and nothing is made through it. The USB device is a serial-less CCID device in a sysfs tree of the test's own.
+/// The enrollment lock directory gets the data directory's checks (`FileSafety`). A lock directory that is a symbolic
+/// link, another user's or writable by others is refused with the local-data message, and nothing is made through it.
+/// The USB device is a serial-less CCID device in a sysfs tree of the test's own.
 @Suite struct EnrollmentLockTests {
   let root = FileManager.default.temporaryDirectory.appendingPathComponent("enroll-lock-\(UUID().uuidString)")
   var sys: String { root.appendingPathComponent("sys").path }
@@ -88,8 +88,8 @@ import Testing
   @Test func aSafeLockDirectoryIsMade0700WithTheLockIn0600() throws {
     defer { cleanUp() }
     let lock = root.appendingPathComponent("run").appendingPathComponent("tokenbridge")
-    // Fails later: the device has no serial and this sysfs no busnum/devnum, so no reader can be matched to it
-    // (issue 27 class 6); the lock was taken before.
+    // Fails later: the device has no serial and this sysfs no busnum/devnum, so no reader can be matched to it (a
+    // serial-less device's reader is matched by its USB bus and address only); the lock was taken before.
     let message = try decide(lockDirectory: lock)
     #expect(message?.contains("sysfs gives no bus number and address to match its reader by") == true)
     var st = stat()

@@ -10,7 +10,7 @@ import Testing
 
   /// A daemon of the test's own, stopped for certain (`stop`). Started with posix_spawn and every signal unblocked
   /// and at its default: Foundation's `Process` hands the child the test runner's signal mask, in which SIGTERM and
-  /// SIGINT are blocked, so neither `terminate()` nor a Ctrl-C ever ended it (issue 31).
+  /// SIGINT are blocked, so neither `terminate()` nor a Ctrl-C ever ended it.
   final class Daemon {
     let pid: pid_t
     private var reaped = false

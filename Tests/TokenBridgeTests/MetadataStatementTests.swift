@@ -6,8 +6,8 @@ import UAFCore
 
 @testable import TokenBridge
 
-/// Metadata statements (issue 36): both forms say what `AuthenticatorProfile` says, the v3 strings are the registry's
-/// for the 1.1 numbers, and the choices a statement adds (PIN rules, attestation roots) are the project's.
+/// Metadata statements: both forms say what `AuthenticatorProfile` says, the v3 strings are the registry's for the 1.1
+/// numbers, and the choices a statement adds (PIN rules, attestation roots) are the project's.
 @Suite struct MetadataStatementTests {
   /// Two self-signed P-256 test roots (openssl req -x509, CN test-root-1 and test-root-2), PEM.
   static let twoRoots = """

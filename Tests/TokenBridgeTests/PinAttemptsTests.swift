@@ -112,7 +112,7 @@ import UAFCore
     #expect(t.sent.count == 2)
   }
 
-  /// Defect 12: a script whose value was refused ends with the reason (exit 9 / 6), not "no more input".
+  /// A script whose value was refused ends with the reason (exit 9 / 6), not "no more input".
   @Test func inputRunningDryEndsWithTheLastRefusal() {
     let t = FakeToken(tries: 3)
     var rounds: [PinAttempts.Round] = []

@@ -53,7 +53,8 @@ struct USBIdentityTests {
   }
 
   /// A reader of a serial-less device is matched by its SCARD_ATTR_CHANNEL_ID (libccid: 0x0020 USB, bus << 8 |
-  /// address) against sysfs busnum/devnum, never by its name alone (issue 27 class 6).
+  /// address) against sysfs busnum/devnum, never by its name alone, so enrolling the device never takes a card in
+  /// another reader.
   @Test func aSerialLessDeviceMatchesOnlyItsOwnUSBChannel() throws {
     let c = try USBIdentity.of("1-2:1.0", sys: root)
     #expect(c.busNumber == 1 && c.deviceAddress == 3)

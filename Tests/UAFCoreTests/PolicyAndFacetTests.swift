@@ -83,7 +83,7 @@ import UAFCore
     let t = Transaction(contentType: "text/plain", content: Base64URL.encode(Array("Pay 10 CHF\u{1B}[2J to Bob".utf8)))
     let (text, bytes) = try TransactionContent.text(t)
     #expect(bytes == Array("Pay 10 CHF\u{1B}[2J to Bob".utf8))
-    // Shown, not interpreted and not dropped (issue 8, defects 8 and 9).
+    // Shown with its controls escaped: not interpreted and not dropped.
     #expect(TransactionContent.sanitized(text) == #"Pay 10 CHF\u{1B}[2J to Bob"#)
     #expect(
       TransactionContent.sanitized("a\u{1B}]0;title\u{07}b\u{9B}c\rd\n") == #"a\u{1B}]0;title\u{7}b\u{9B}c\u{D}d"#

@@ -52,7 +52,7 @@ enum Msg {
   }
 }
 
-/// Defect 14 of issue 8: every field the UAF spec bounds is checked when the request is decoded.
+/// Every field the UAF spec bounds is checked when the request is decoded.
 @Suite struct RequestValidationTests {
   func invalid(_ field: String, _ rule: UAFFieldRule, request: Int = 0) -> UAFMessageError {
     .invalidField(request: request, field: field, rule: rule)
@@ -177,7 +177,7 @@ enum Msg {
   }
 }
 
-/// Defect 4 support: deregistration entries are validated and say what they cover.
+/// Deregistration entries are validated and say what they cover (so a Dereg for another appID deletes nothing).
 @Suite struct DeregistrationRequestTests {
   let key = Msg.b64(32)
 

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import UAFCore
 
-/// Defect 3 of issue 8 (the core half): a message is checked against the operation that was asked, and the
-/// UAF single-message rules, before anything is processed.
+/// A message is checked against the operation that was asked, and the UAF single-message rules, before anything is
+/// processed (the core's half; the client's is in `UAFClientTests`).
 @Suite struct SingleMessageTests {
   let key = Msg.b64(32)
 

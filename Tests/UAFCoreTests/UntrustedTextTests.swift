@@ -1,7 +1,7 @@
 import Testing
 import UAFCore
 
-/// Defects 8 and 9 of issue 8: server text is shown with visible escapes, never interpreted, never dropped.
+/// Server text is shown with visible escapes, never interpreted, never dropped.
 @Suite struct UntrustedTextTests {
   func shown(_ s: String, _ layout: UntrustedText.Layout = .singleLine) -> String {
     UntrustedText.displayable(s, layout: layout)
@@ -35,7 +35,7 @@ import UAFCore
     #expect(shown("a\u{A0}b") == "a\u{A0}b")
   }
 
-  /// Printable ASCII takes a fast path (issue 12): it must agree with the scalar-by-scalar one on every byte.
+  /// Printable ASCII takes a fast path: it must agree with the scalar-by-scalar one on every byte.
   @Test func everyAsciiByteAloneAndInTextIsShownAsBefore() {
     for b in UInt8(0)...0x7F {
       let s = String(decoding: [0x61, b, 0x62], as: UTF8.self)

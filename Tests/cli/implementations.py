@@ -1,5 +1,5 @@
-"""The tokens the CLI tests run on, as parameters of the same tests (issue 25): our own simulators ("virtual") and
-firmware nobody here wrote (Tools/third-party: "canokey" for FIDO2 and PIV, "solo1" for FIDO2).
+"""The tokens the CLI tests run on, as parameters of the same tests: our own simulators ("virtual") and firmware nobody
+here wrote (Tools/third-party: "canokey" for FIDO2 and PIV, "solo1" for FIDO2).
 
 A FIDO2 key has the interface of fido2_conn.Key: sock, start(), stop(), replug(), ctap(), plus `impl`.
 A PIV card has the interface of conftest.Card that the tests use: reader, id, slot, stop(), plus `impl` and `env`

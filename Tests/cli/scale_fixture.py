@@ -1,8 +1,8 @@
-"""Many tokens and much local data, for Tests/cli/test_scale.py and Tools/bench/scale (issue 12, item 5).
+"""Many tokens and much local data, for Tests/cli/test_scale.py and Tools/bench/scale.
 
-Runs inside `Tools/with-pcscd --readers 8`: the issue's 8 virtual cards + 4 virtual FIDO2 keys. Debian's vpcd
-gives one driver entry two readers and keeps their state in the driver's globals; with-pcscd gives each further
-pair of readers its own copy of the driver (see there), so one pcscd serves eight virtual cards.
+Runs inside `Tools/with-pcscd --readers 8`: the scale checked, 8 virtual cards + 4 virtual FIDO2 keys. Debian's vpcd
+gives one driver entry two readers and keeps their state in the driver's globals; with-pcscd gives each further pair of
+readers its own copy of the driver (see there), so one pcscd serves eight virtual cards.
 Virtual cards and keys are real `virtual-token` processes; the 10,000 registrations are rows in the real
 local-data database (made by tokenbridge itself, then filled with sqlite3 in one transaction: registering 10,000
 times through a relying party would take an hour and test nothing more about listing them).

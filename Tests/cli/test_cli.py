@@ -281,7 +281,7 @@ def test_pin_change_selects_once_and_uses_at_most_five_apdus(card):
     r = tb("pin", "change", "--trace", pins=["123456", "24680246"])
     assert r.returncode == 0
     sent = [l for l in r.stderr.splitlines() if l.startswith("apdu > ")]
-    # One transaction for the whole command (issue 12): SELECT, GET VERSION, GET SERIAL, the tries, the change.
+    # One transaction for the whole command: SELECT, GET VERSION, GET SERIAL, the tries, the change.
     # (Before, the change had its own transaction after discovery's: 3 after its SELECT, 7 in all.)
     assert sum(l.startswith("apdu > 00 A4 04 00") for l in sent) == 1, sent
     assert len(sent) <= 5, sent

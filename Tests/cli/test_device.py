@@ -1,6 +1,6 @@
-"""Device information (issue 11, items 2-4): the dispatch target made at registration, device change/check/sync
-against the reference RP with a virtual PIV card, each of the six mismatch kinds with its fields, and the RP's
-Device-Signature verification (a replayed, forged or stale signature is refused)."""
+"""Device information: the dispatch target made at registration, device change/check/sync against the reference RP with
+a virtual PIV card, each of the six mismatch kinds with its fields, and the RP's Device-Signature verification (a
+replayed, forged or stale signature is refused)."""
 import base64
 import json
 import os

@@ -1,8 +1,8 @@
-"""Issue 27 class 11: `enroll --reset` reads and rewrites the remembered decisions (enrollment.json in the data
-directory) only when the directory and the file pass the checks every other command applies to its local data:
-a symbolic link, another user's or a group/world-writable one is refused with the local-data message (exit 25),
-and nothing is read or written through it. (The lock directory's checks: Tests/TokenBridgeTests/EnrollmentLockTests,
-which need a USB device from a sysfs tree of their own.)"""
+"""`enroll --reset` reads and rewrites the remembered decisions (enrollment.json in the data directory) only when the
+directory and the file pass the checks every other command applies to its local data: a symbolic link, another user's or
+a group/world-writable one is refused with the local-data message (exit 25), and nothing is read or written through it.
+(The lock directory's checks: Tests/TokenBridgeTests/EnrollmentLockTests, which need a USB device from a sysfs tree of
+their own.)"""
 import json
 import os
 

@@ -307,7 +307,7 @@ def test_resident_credentials_per_configuration(key, tmp_path):
 
 
 def test_a_blocked_fido2_pin_points_to_a_reset_not_a_puk(tmp_path):
-    """Issue 8: a blocked FIDO2 PIN cannot be unblocked with a PUK; the message says the only way out."""
+    """A blocked FIDO2 PIN cannot be unblocked with a PUK; the message says the only way out."""
     k = Key(tmp_path)
     try:
         assert tb(k, "pin", "set", pins=["1234"]).returncode == 0

@@ -1,6 +1,6 @@
-"""FIDO2 keys everywhere a PIV card works (issue 11, item 8): `uaf process`, `oob` (QR image, link,
-x-callback-url), `pending` and `device` with only the virtual FIDO2 key; with a card and a key both present a
-registration asks which one on a terminal, names both without one, and takes --token."""
+"""FIDO2 keys everywhere a PIV card works: `uaf process`, `oob` (QR image, link, x-callback-url), `pending` and `device`
+with only the virtual FIDO2 key; with a card and a key both present a registration asks which one on a terminal, names
+both without one, and takes --token."""
 import json
 import os
 import re

@@ -1,6 +1,6 @@
-"""The FIDO2 findings of the first firmwares we did not write (issue 25), kept as fast tests on the virtual key's
-firmware profiles (`virtual-token fido2 --profile solo1|canokey`, `--no-power-cycle-state`; HardwareNotes.md,
-"virtual-token fido2: firmware profiles"). Each failed on 633cbc3, where the client spoke CTAP2 of its own:
+"""The FIDO2 findings of the first firmwares we did not write, kept as fast tests on the virtual key's firmware profiles
+(`virtual-token fido2 --profile solo1|canokey`, `--no-power-cycle-state`; HardwareNotes.md, "virtual-token fido2:
+firmware profiles"). Each failed on 633cbc3, where the client spoke CTAP2 of its own:
 - solo1 (CTAP 2.0 + FIDO_2_1_PRE, PIN protocol 1, no `pinUvAuthToken`): authentication asked for a PIN token with
   permissions (clientPIN 0x09) that the key never offered, and failed on its CTAP1_ERR_OTHER;
 - with resident keys, registration failed the same way after makeCredential and left a discoverable credential;

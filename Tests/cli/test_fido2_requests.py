@@ -1,9 +1,8 @@
-"""What each FIDO2 command sends, now that every exchange goes through libfido2 (issue 26): libfido2's open sends
-CTAPHID_INIT and authenticatorGetInfo itself and keeps what it needs of the answer (PIN protocol, PIN token kind,
-credential management); a command that shows or checks what getInfo says (minPINLength, forcePINChange, the AAGUID,
-extensions) asks once more with `fido_cbor_info` (libfido2 1.12 does not hand out the answer of its open). Counted
-from the virtual key's own request log (`virtual-token fido2 --log-requests`), not from anything TokenBridge says.
-Counts only, no time."""
+"""What each FIDO2 command sends, now that every exchange goes through libfido2: libfido2's open sends CTAPHID_INIT and
+authenticatorGetInfo itself and keeps what it needs of the answer (PIN protocol, PIN token kind, credential management);
+a command that shows or checks what getInfo says (minPINLength, forcePINChange, the AAGUID, extensions) asks once more
+with `fido_cbor_info` (libfido2 1.12 does not hand out the answer of its open). Counted from the virtual key's own
+request log (`virtual-token fido2 --log-requests`), not from anything TokenBridge says. Counts only, no time."""
 import json
 
 from conftest import TOKENBRIDGE  # noqa: F401

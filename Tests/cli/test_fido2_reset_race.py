@@ -1,9 +1,9 @@
-"""Issue 30: a touch that comes as soon as `fido2 reset` shows its touch cue is never lost, nor turned into a cancel.
+"""A touch that comes as soon as `fido2 reset` shows its touch cue is never lost, nor turned into a cancel.
 
-The sequence of the issue, 20 times: the virtual key waits for a real touch (--presence wait); a registration whose
-credential is on the key; `tokenbridge fido2 reset` on a terminal; the key id typed in full; the key replugged when
-asked (the simulator stopped and started on the same state, or SIGUSR1: both, in turns); SIGUSR2 (the touch) the
-moment "Touch your key (…) to reset it." appears. Every run must end with the key reset (exit 0).
+The sequence, 20 times: the virtual key waits for a real touch (--presence wait); a registration whose credential is on
+the key; `tokenbridge fido2 reset` on a terminal; the key id typed in full; the key replugged when asked (the simulator
+stopped and started on the same state, or SIGUSR1: both, in turns); SIGUSR2 (the touch) the moment "Touch your key (…)
+to reset it." appears. Every run must end with the key reset (exit 0).
 
 Meanwhile another program holds the key open, as a browser or a desktop service does that looked at the key when it
 came back, and lets go of it right after the touch. On a real key that changes nothing: closing a hidraw descriptor
@@ -33,7 +33,7 @@ def server(tmp_path):
 
 
 def one_reset(run_dir, server, user, by_restart):
-    """One run of the issue's sequence on a key of its own; returns (exit status, the command's last words)."""
+    """One run of the reset sequence on a key of its own; returns (exit status, the command's last words)."""
     key = Key(run_dir)  # touched at once: the registration needs a touch too
     other = None
     try:

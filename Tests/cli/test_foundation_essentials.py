@@ -1,4 +1,4 @@
-"""The client is built on FoundationEssentials, not full Foundation (issue 12: binary size and start-up).
+"""The client is built on FoundationEssentials, not full Foundation (binary size and start-up: docs/performance.md).
 
 Full Foundation (and FoundationInternationalization, FoundationNetworking, FoundationXML) links CoreFoundation and
 ICU's data, ~32 MiB of the binary; FoundationEssentials does not. One `import Foundation` in a module linked into

@@ -1,6 +1,6 @@
-"""Issue 8 (fuzzing): every fuzz target replays its committed corpus (Tests/fuzz-corpus/TARGET) through the
-normal build of `tokenbridge-fuzz`, which checks the same properties the fuzzer does (a violated one traps).
-Inputs that once crashed a target stay in its corpus as regressions. Tools/fuzz runs the fuzzer itself."""
+"""Every fuzz target replays its committed corpus (Tests/fuzz-corpus/TARGET) through the normal build of
+`tokenbridge-fuzz`, which checks the same properties the fuzzer does (a violated one traps). Inputs that once crashed a
+target stay in its corpus as regressions. Tools/fuzz runs the fuzzer itself."""
 import subprocess
 
 import pytest

@@ -1,7 +1,6 @@
-"""What the machine around tokenbridge says is untrusted too (issue 27): another process's name, shown by doctor as
-the card's holder, is made displayable like any token's or server's text (class 7); a FIDO2 key that fails its probe
-on a machine without pcscd is reported as that key's failure, with the missing pcscd beside it, not as "pcscd is
-not running" alone (class 8)."""
+"""What the machine around tokenbridge says is untrusted too: another process's name, shown by doctor as the card's
+holder, is made displayable like any token's or server's text; a FIDO2 key that fails its probe on a machine without
+pcscd is reported as that key's failure, with the missing pcscd beside it, not as "pcscd is not running" alone."""
 import json
 import subprocess
 import sys

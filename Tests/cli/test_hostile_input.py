@@ -1,5 +1,5 @@
-"""Issue 8: hostile servers, hostile bytes and scripts that misbehave. Each test names the defect it guards
-and fails on the code before the fix (see the commit that added it)."""
+"""Hostile servers, hostile bytes and scripts that misbehave. The comment above each test states the behaviour it
+guards; each fails on the code before the fix (see the commit that added it)."""
 import json
 import os
 import subprocess
@@ -32,7 +32,7 @@ def local(home, all_rows=False):
     return json.loads(tb(home, *args).stdout)
 
 
-# Defect 3: a server answering a registration or authentication with a Dereg message destroys nothing.
+# A server answering a registration or authentication with a Dereg message destroys nothing.
 @pytest.mark.parametrize("command", [["register", "--username", "bob"], ["authenticate", "--username", "alice"]])
 def test_dereg_answer_to_another_operation_is_refused(card, rp, home, command):
     server = registered(card, rp, home)
@@ -44,7 +44,7 @@ def test_dereg_answer_to_another_operation_is_refused(card, rp, home, command):
     assert tb(home, "authenticate", "--username", "alice", "--server", server.url, pins=["123456"]).returncode == 0
 
 
-# Defect 3 (deregistration asked for one user): the server's "deregister everything" touches only that user.
+# Deregistration asked for one user: the server's "deregister everything" touches only that user.
 def test_dereg_of_one_user_touches_no_other(card, rp, home):
     server = registered(card, rp, home)
     answer_next_request_with(server, dereg_all(app_id(server)))
@@ -54,7 +54,7 @@ def test_dereg_of_one_user_touches_no_other(card, rp, home):
     assert [x["username"] for x in local(home)] == ["alice"]
 
 
-# Defect 4: `uaf process` with a Dereg for another appID deletes nothing (and answers as for success).
+# `uaf process` with a Dereg for another appID deletes nothing (and answers as for success).
 def test_uaf_process_dereg_for_another_app_id_is_a_no_op(card, rp, home):
     server = registered(card, rp, home)
     other = rp("--facet", server.url)  # another appID whose facets trust our facet ID
@@ -71,7 +71,7 @@ def test_uaf_process_dereg_for_another_app_id_is_a_no_op(card, rp, home):
     assert local(home) == []
 
 
-# Defect 13: the server cannot change the username: a registration asked for alice never stores mallory.
+# The server cannot change the username: a registration asked for alice never stores mallory.
 def test_server_cannot_change_the_username(card, rp, home):
     server = rp()
     answer_next_request_with(server, server.request("Reg", username="mallory")["uafRequest"])
@@ -92,7 +92,7 @@ def reg_with(server, **changes):
     return json.dumps(msg)
 
 
-# Defect 14: bounded UAF fields are checked before the token is touched.
+# Bounded UAF fields are checked before the token is touched.
 @pytest.mark.parametrize("changes,field", [
     ({"challenge": ""}, "challenge"),
     ({"challenge": "A" * 1000}, "challenge"),
@@ -111,7 +111,7 @@ def test_unbounded_fields_are_refused_before_the_token(card, rp, home, changes, 
     assert local(home, all_rows=True) == [] and pin_tries() == 3
 
 
-# Defects 8 and 9: text from a server is shown with its controls escaped, never interpreted.
+# Text from a server is shown with its controls escaped, never interpreted.
 def test_server_text_reaches_the_terminal_escaped(card, rp, home):
     server = rp()
     evil = ESC + "]8;;http://evil.example" + "\x07click" + ESC + "]8;;\x07 \u202epay\u202c " + ESC + "[2J\x9b31m"
@@ -129,7 +129,7 @@ def test_server_text_reaches_the_terminal_escaped(card, rp, home):
     assert ESC not in r.stderr and "\\u{1B}[31m" in r.stderr
 
 
-# Defect 11: configuration values are validated; a bad file names the key, the value and what is allowed.
+# Configuration values are validated; a bad file names the key, the value and what is allowed.
 @pytest.mark.parametrize("config,key", [
     ({"networkTimeout": 1e16}, "networkTimeout"),
     ({"interactionTimeout": "soon"}, "interactionTimeout"),
@@ -148,7 +148,7 @@ def test_bad_configuration_is_named(card, rp, home, tmp_path, config, key):
     assert pin_tries() == 3
 
 
-# Defect 10 and 12: a value the token's format refuses costs no try, and the reason is said (exit 9), not hidden.
+# A value the token's format refuses costs no try, and the reason is said (exit 9), not hidden.
 @pytest.mark.parametrize("args,pins,what", [
     (["register", "--username", "alice"], ["123456789"], "longer than 8"),
     (["register", "--username", "alice"], ["12345"], "shorter than 6"),
@@ -172,7 +172,7 @@ def run_with_fd(args, fd, timeout=60, home_env=None):
                           env=dict(os.environ, **(home_env or {})))
 
 
-# Defect 12: a 20 MB line is refused at the cap, never echoed.
+# A 20 MB line is refused at the cap, never echoed.
 def test_a_huge_pin_fd_line_is_refused(card):
     with tempfile.TemporaryFile() as f:
         f.write(b"1" * (20 << 20) + b"\n")
@@ -183,7 +183,7 @@ def test_a_huge_pin_fd_line_is_refused(card):
     assert pin_tries() == 3
 
 
-# Defect 7: --pin-fd honours --timeout: a descriptor that never delivers ends with exit 14.
+# --pin-fd honours --timeout: a descriptor that never delivers ends with exit 14.
 def test_pin_fd_that_never_delivers_times_out(card):
     r_fd, w_fd = os.pipe()
     try:

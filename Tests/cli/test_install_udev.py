@@ -1,8 +1,8 @@
-"""Tools/install-udev with hostile paths and foreign files (issue 27, class 10): a binary path with spaces, &, | or %
-gives a unit systemd reads as that path (checked with systemd-analyze verify when it is installed, and by our own
-reading of systemd's quoting otherwise); a path systemd cannot name is refused before anything is written; a
-failure to write ends non-zero and leaves no half-written file; --uninstall removes only what install-udev wrote.
-Everything goes under a temporary --prefix; no binary of this build is needed (a stand-in executable is named)."""
+"""Tools/install-udev with hostile paths and foreign files: a binary path with spaces, &, | or % gives a unit systemd
+reads as that path (checked with systemd-analyze verify when it is installed, and by our own reading of systemd's
+quoting otherwise); a path systemd cannot name is refused before anything is written; a failure to write ends non-zero
+and leaves no half-written file; --uninstall removes only what install-udev wrote. Everything goes under a temporary
+--prefix; no binary of this build is needed (a stand-in executable is named)."""
 import os
 import shutil
 import subprocess

@@ -1,9 +1,8 @@
-"""Issue 27 class 5 and "durable intent before destruction": a `fido2 reset` killed after the key was erased
-(here: while the server stalls on the deregistration that follows) left local registrations for credentials that
-no longer exist, and nothing ever repaired them (633cbc3). Now the reset records its intent before the reset
-request; the next command asks the key (the silent probe) whether the credentials are gone, deregisters and
-removes the registrations, and says so (plain text, and one JSON line on stderr with --json). A key that is not
-there is reported, and nothing is decided until it is back."""
+"""Durable intent before destruction: a `fido2 reset` killed after the key was erased (here: while the server stalls on
+the deregistration that follows) left local registrations for credentials that no longer exist, and nothing ever
+repaired them (633cbc3). Now the reset records its intent before the reset request; the next command asks the key (the
+silent probe) whether the credentials are gone, deregisters and removes the registrations, and says so (plain text, and
+one JSON line on stderr with --json). A key that is not there is reported, and nothing is decided until it is back."""
 import json
 import os
 import re

@@ -293,8 +293,8 @@ def key(tmp_path):
 
 
 def test_a_fido2_command_loads_libfido2_and_a_piv_command_does_not(home, key, card):
-    """Every exchange with a FIDO2 key goes through libfido2 (issue 26): a FIDO2 command loads it; a command about a
-    PIV card alone does not, even with a key present."""
+    """Every exchange with a FIDO2 key goes through libfido2: a FIDO2 command loads it; a command about a PIV card alone
+    does not, even with a key present."""
     libs, r = loaded_libraries(home, "fido2", "info", "--json", env={"TOKENBRIDGE_VIRTUAL_FIDO": key.sock})
     assert r.returncode == 0 and json.loads(r.stdout)["aaguid"], r.stdout + r.stderr
     assert "libfido2.so.1" in libs, sorted(libs)

@@ -1,8 +1,8 @@
-"""`tokenbridge metadata` (issue 36 part 3): FIDO metadata statements a UAF server can load, in the v3.0 form and the
-UAF 1.1 numeric form. They validate against JSON Schemas written from the specs (Tests/cli/schemas, draft 2020-12),
-say what registrations carry (the reference RP loaded with them accepts a registration of every token kind and
-records its ASSERTION_INFO; loaded with a contradicting statement, it refuses with the status of that kind), and
-the Debian package's rules generate them for the default AAIDs."""
+"""`tokenbridge metadata`: FIDO metadata statements a UAF server can load, in the v3.0 form and the UAF 1.1 numeric
+form. They validate against JSON Schemas written from the specs (Tests/cli/schemas, draft 2020-12), say what
+registrations carry (the reference RP loaded with them accepts a registration of every token kind and records its
+ASSERTION_INFO; loaded with a contradicting statement, it refuses with the status of that kind), and the Debian
+package's rules generate them for the default AAIDs."""
 import base64
 import json
 import os

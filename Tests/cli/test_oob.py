@@ -1,7 +1,7 @@
-"""Out-of-band payloads (issue 11, item 1 in part): QR text, links, x-callback-urls and push JSON, redeemed at the
-reference RP and run with the virtual card; the SDK's error kinds as distinct exit codes. A registration and an
-authentication through a QR and a link run on every token (implementations.UAF_TOKENS); the payload handling the
-other tests check does not depend on the token, so they run on the virtual card only."""
+"""Out-of-band payloads: QR text, links, x-callback-urls and push JSON, redeemed at the reference RP and run with the
+virtual card; the SDK's error kinds as distinct exit codes. A registration and an authentication through a QR and a link
+run on every token (implementations.UAF_TOKENS); the payload handling the other tests check does not depend on the
+token, so they run on the virtual card only."""
 import base64
 import json
 import os
@@ -65,7 +65,7 @@ def test_a_token_is_used_once_and_unknown_tokens_are_named(card, rp, home):
 @pytest.mark.parametrize("bad,code,text", [
     ("not base64url!", 31, "not base64url"),
     (b64u(b"[1,2]"), 31, "not a JSON object"),
-    # Not a compact JWE at all: malformed (31), not "encrypted for another device's key" (30, issue 27).
+    # Not a compact JWE at all: malformed (31), not "encrypted for another device's key" (30).
     (b64u(json.dumps({"nma_data": "eyJhbGciOi...", "nma_data_content_type": "application/jose"}).encode()), 31,
      "the encrypted nma_data is not a compact JWE"),
     (b64u(json.dumps({"nma_data": {"token": "t", "redeem_url": "http://bank.example/nevisfido/token/redeem/"

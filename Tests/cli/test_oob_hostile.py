@@ -1,6 +1,6 @@
-"""Out-of-band surfaces under hostile input (issue 27, classes 1, 2 and 12): x-callback targets that a browser
-(WHATWG URL) reads as another host than Foundation does, images whose decoding or QR scan would run for minutes,
-and the messages for malformed JWEs, content types and non-regular --qr-image paths. Each test fails on 633cbc3."""
+"""Out-of-band surfaces under hostile input: x-callback targets that a browser (WHATWG URL) reads as another host than
+Foundation does, images whose decoding or QR scan would run for minutes, and the messages for malformed JWEs, content
+types and non-regular --qr-image paths. Each test fails on 633cbc3."""
 import base64
 import json
 import os
@@ -57,7 +57,7 @@ def callback(home, target):
 
 
 HOSTILE = [
-    "https://evil.example\\@bank.example/",  # the issue's case: evil.example to a browser
+    "https://evil.example\\@bank.example/",  # the first case found: evil.example to a browser
     "https://evil.example\\\\@bank.example/", "https://evil.example:\\@bank.example/",
     "https://evil.example:443\\@bank.example/", "https:\\\\evil.example\\@bank.example/",
     "https:/\\evil.example\\@bank.example/", "HTTPS://EVIL.EXAMPLE\\@BANK.EXAMPLE/",
@@ -84,7 +84,7 @@ def test_a_callback_is_opened_only_when_a_browser_reads_an_allowed_origin(home):
     for (t, s), seen in zip(opened, whatwg([s for _, s in opened])):
         assert seen in (("https:", "bank.example"), ("bankapp:", "")), (t, s, seen)
         assert "\\" not in s and s.isprintable() and s.isascii() and s == s.strip(), (t, s)
-    # The issue's target in particular is refused.
+    # That first case in particular is refused.
     assert results["https://evil.example\\@bank.example/"] == ("refused", None)
     # Plain targets are opened, normalised as a browser would.
     for target, shown in [("https://bank.example/done?x=1#f", "https://bank.example/done?x=1#f"),
@@ -175,8 +175,8 @@ def test_a_qr_image_path_must_be_a_regular_file(home, tmp_path):
 
 
 def test_a_push_path_must_be_a_regular_file(home, tmp_path):
-    """--push FILE is read as --qr-image is (issue 27, leftover of class 12): a FIFO without a writer blocked the open
-    forever; now it, a device and a directory are refused at once, and a regular file still works."""
+    """--push FILE is read as --qr-image is: a FIFO without a writer blocked the open forever; now it, a device and a
+    directory are refused at once, and a regular file still works."""
     fifo = tmp_path / "push.json"
     os.mkfifo(fifo)  # no writer: a blocking open would wait forever
     for path in (str(fifo), "/dev/null"):

@@ -1,4 +1,4 @@
-"""Out-of-band, the rest of issue 11 item 1: QR codes from real PNG/JPEG images (rendered by the reference RP with
+"""Out-of-band, beyond Tests/cli/test_oob.py: QR codes from real PNG/JPEG images (rendered by the reference RP with
 segno, decoded by tokenbridge with zbar over libpng/libjpeg), encrypted payloads (the RP encrypts a dispatch for the
 target's encryptionKey with python cryptography; tokenbridge decrypts with the device key), and the desktop handler
 (desktop-file-validate checks the entry)."""

@@ -1,7 +1,7 @@
-"""A pcscd that runs but does not answer (stopped with SIGSTOP: it keeps its socket, accepts nothing further)
-must not hang `doctor`, `tokens` or `tokens --wait --timeout` (issue 27, class 4): each ends with "pcscd does not
-answer" and its exit status; after SIGCONT everything works again. The private pcscd of Tools/with-pcscd is the
-one stopped (TB_PCSCD_PID). The subprocess timeout is a hang guard, far above tokenbridge's 5 s answer deadline."""
+"""A pcscd that runs but does not answer (stopped with SIGSTOP: it keeps its socket, accepts nothing further) must not
+hang `doctor`, `tokens` or `tokens --wait --timeout`: each ends with "pcscd does not answer" and its exit status; after
+SIGCONT everything works again. The private pcscd of Tools/with-pcscd is the one stopped (TB_PCSCD_PID). The subprocess
+timeout is a hang guard, far above tokenbridge's 5 s answer deadline."""
 import json
 import os
 import signal

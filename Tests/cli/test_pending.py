@@ -1,6 +1,6 @@
-"""Pending out-of-band operations (issue 11, item 2): the RP's dispatch-token service addresses this device's
-dispatch target; `tokenbridge pending` lists the live ones (signed request) and `--run ID` runs one through the
-oob path, with a virtual PIV card and with a virtual FIDO2 key."""
+"""Pending out-of-band operations: the RP's dispatch-token service addresses this device's dispatch target; `tokenbridge
+pending` lists the live ones (signed request) and `--run ID` runs one through the oob path, with a virtual PIV card and
+with a virtual FIDO2 key."""
 import json
 
 import pytest

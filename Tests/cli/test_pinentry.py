@@ -1,5 +1,5 @@
-"""PIN prompts through pinentry (the real Debian pinentry-tty through a pty, and a scripted pinentry for the
-error paths), and interaction timeouts (issue 11 items 5 and 7). The virtual PIV card's PIN is 123456."""
+"""PIN prompts through pinentry (the real Debian pinentry-tty through a pty, and a scripted pinentry for the error
+paths), and interaction timeouts. The virtual PIV card's PIN is 123456."""
 import json
 import os
 import re

@@ -1,9 +1,9 @@
-"""A pinentry cannot make a command last for ever (issue 27, class 3): one that keeps answering an empty PIN is
-asked a bounded number of times and then the refusal ends the command; one that answers slowly, again and again,
-is bounded by --timeout over the whole conversation (not per dialog); one that stops reading cannot block
-tokenbridge in a write: --timeout ends it, and so does Ctrl-C (the pinentry is stopped, exit 3). The scripted
-pinentry's modes "always-empty" and "never-reads" play those programs. The hang guards (`GUARD`) are far above
-every bound here; an old client that asks for ever runs into them and fails."""
+"""A pinentry cannot make a command last for ever: one that keeps answering an empty PIN is asked a bounded number of
+times and then the refusal ends the command; one that answers slowly, again and again, is bounded by --timeout over the
+whole conversation (not per dialog); one that stops reading cannot block tokenbridge in a write: --timeout ends it, and
+so does Ctrl-C (the pinentry is stopped, exit 3). The scripted pinentry's modes "always-empty" and "never-reads" play
+those programs. The hang guards (`GUARD`) are far above every bound here; an old client that asks for ever runs into
+them and fails."""
 import json
 import os
 import signal

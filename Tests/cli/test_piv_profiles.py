@@ -1,9 +1,8 @@
-"""Every PIV flow on cards that are not YubiKeys (issue 25): the virtual card's profiles stand for JavaCard
-applets and government cards (no GET METADATA/VERSION/SERIAL, other empty-slot words, 5 PIN tries) and for a
-YubiKey-like card that answers GET METADATA of an empty slot with 9000 and no algorithm. The same tests run on
-each profile; what a profile cannot tell (a PUK's tries, a public key without a certificate) must be said, not
-crash. yubico-piv-tool and OpenSC's pkcs11-tool, which we did not write, check that the generic card is a card
-they accept."""
+"""Every PIV flow on cards that are not YubiKeys: the virtual card's profiles stand for JavaCard applets and government
+cards (no GET METADATA/VERSION/SERIAL, other empty-slot words, 5 PIN tries) and for a YubiKey-like card that answers GET
+METADATA of an empty slot with 9000 and no algorithm. The same tests run on each profile; what a profile cannot tell (a
+PUK's tries, a public key without a certificate) must be said, not crash. yubico-piv-tool and OpenSC's pkcs11-tool,
+which we did not write, check that the generic card is a card they accept."""
 import json
 import subprocess
 
@@ -51,7 +50,7 @@ def test_pin_status_shows_both_counts_or_says_why_not(profile_card, home):
     assert r.returncode == 0, r.stderr
     if c.metadata:
         assert f"PIN: {c.tries} tries left (of {c.tries})" in r.stdout, r.stdout
-        assert "PUK: 3 tries left (of 3)" in r.stdout, r.stdout  # as `tokens` shows it (issue 25)
+        assert "PUK: 3 tries left (of 3)" in r.stdout, r.stdout  # as `tokens` shows it
     else:
         assert f"PIN: {c.tries} tries left\n" in r.stdout, r.stdout
         assert "PUK: not told by this card (it has no GET METADATA" in r.stdout, r.stdout
@@ -75,7 +74,7 @@ def test_pin_change_block_and_unblock_with_the_id_the_message_names(profile_card
     r = tb(home, "key", "sign", "--slot", "9a", "--input", str(msg), "--output", str(tmp_path / "sig"),
            pins=["24681357"])
     assert r.returncode == 7, r.stderr
-    # The message names the token; that very id must work with --token (it did not: exit 4, issue 25).
+    # The message names the token; that very id must work with --token (it did not: exit 4).
     suggested = r.stderr.split("tokenbridge pin unblock --token ", 1)[1].split()[0]
     r = tb(home, "pin", "unblock", "--token", suggested, pins=["12345678", "13572468"])
     assert r.returncode == 0, r.stderr
@@ -101,7 +100,7 @@ def test_key_generate_public_and_sign(profile_card, home, tmp_path):
     c = profile_card
     pub = tmp_path / "pub.pem"
     r = tb(home, "key", "generate", "--slot", "9a")
-    assert r.returncode == 0, r.stderr  # was exit 1, "GET METADATA could not be read" (issue 25)
+    assert r.returncode == 0, r.stderr  # was exit 1, "GET METADATA could not be read"
     pub.write_text(r.stdout)
     r = tb(home, "key", "public", "--slot", "9a")
     if c.metadata:

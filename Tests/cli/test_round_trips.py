@@ -1,5 +1,5 @@
 """APDUs per PIV command, counted from pcscd's own APDU log (pcscd -a; Tools/test starts it so): what each command
-sends, in order, so that a SELECT, a serial or a tries read sent twice fails here (issue 12). Counts only, no time.
+sends, in order, so that a SELECT, a serial or a tries read sent twice fails here. Counts only, no time.
 
 The PIV flows also run on CanoKey's card (implementations.piv_params) for what the user sees (exit code, output);
 their APDUs are counted on the virtual card only: CanoKey's card is in a pcscd of its own, whose log this suite

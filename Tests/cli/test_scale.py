@@ -1,7 +1,7 @@
-"""Scale (issue 12, item 5): 8 virtual cards and 4 virtual FIDO2 keys all listed by `tokens --json`, and 10,000
-registrations all listed by `accounts --json`, and the listing repeated 300 times without a failure. Correctness only: Tools/bench/scale measures the time. The fixture
-runs beside a pcscd of its own with eight readers (a nested Tools/with-pcscd), so the session's readers are not
-touched."""
+"""Scale: 8 virtual cards and 4 virtual FIDO2 keys all listed by `tokens --json`, and 10,000 registrations all listed by
+`accounts --json`, and the listing repeated 300 times without a failure. Correctness only: Tools/bench/scale measures
+the time. The fixture runs beside a pcscd of its own with eight readers (a nested Tools/with-pcscd), so the session's
+readers are not touched."""
 import json
 import subprocess
 import sys

@@ -1,7 +1,7 @@
-"""Selection with reasons (issue 11 item 6): with several tokens, the list shows for each whether this hardware
-supports it and whether the server's policy accepts it, and why not; username-less authentication lists the
-accounts the same way; --json carries the same fields. Two virtual PIV cards and a virtual FIDO2 key; the
-reference RP accepts only the PIV AAID (--aaid)."""
+"""Selection with reasons: with several tokens, the list shows for each whether this hardware supports it and whether
+the server's policy accepts it, and why not; username-less authentication lists the accounts the same way; --json
+carries the same fields. Two virtual PIV cards and a virtual FIDO2 key; the reference RP accepts only the PIV AAID
+(--aaid)."""
 import json
 import os
 import sys

@@ -1,5 +1,5 @@
-"""A FIDO2 key that accepts and then says nothing (issue 8, defect 6): it must not hang commands about other
-tokens, `tokens` must list it as not answering, and a command about it must end with a clear error.
+"""A FIDO2 key that accepts and then says nothing: it must not hang commands about other tokens, `tokens` must list it
+as not answering, and a command about it must end with a clear error.
 
 The stalled keys are Python SOCK_SEQPACKET listeners named in TOKENBRIDGE_VIRTUAL_FIDO: "silent" accepts and
 never answers (not even CTAPHID_INIT), "after-init" answers INIT correctly and then goes silent (libfido2's

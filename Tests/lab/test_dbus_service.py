@@ -1,12 +1,12 @@
 """tokenbridge serve (docs/dbus-api.md) on a real session bus, in a guest booted with systemd (Tools/lab --systemd:
-root's user manager and its dbus-daemon): issue 29's "Done when". The activation files are installed from the
-checkout (Tools/install-udev); the service is started by D-Bus activation through its user unit; a virtual
-composite token (PIV + FIDO2 on one USB device) is attached over USB/IP; the reference RP runs on loopback; PINs
-come from a scripted pinentry named in the configuration. busctl, gdbus and a jeepney client discover, check a
-policy (no prompt), register, authenticate with a transaction and deregister on the PIV and the FIDO2 side, each
-answer accepted by the RP; two clients at once on one token (Busy, as documented); Close() and a client killed
-with SIGKILL cancel (the dialog's program ends); a caller claiming a Flatpak app id gets no facet of that app; the
-service exits when idle. One boot for all of it: Tests/lab/guest_dbus_service.sh and .py run inside."""
+root's user manager and its dbus-daemon), end to end. The activation files are installed from the checkout
+(Tools/install-udev); the service is started by D-Bus activation through its user unit; a virtual composite token (PIV +
+FIDO2 on one USB device) is attached over USB/IP; the reference RP runs on loopback; PINs come from a scripted pinentry
+named in the configuration. busctl, gdbus and a jeepney client discover, check a policy (no prompt), register,
+authenticate with a transaction and deregister on the PIV and the FIDO2 side, each answer accepted by the RP; two
+clients at once on one token (Busy, as documented); Close() and a client killed with SIGKILL cancel (the dialog's
+program ends); a caller claiming a Flatpak app id gets no facet of that app; the service exits when idle. One boot for
+all of it: Tests/lab/guest_dbus_service.sh and .py run inside."""
 import json
 import os
 import subprocess

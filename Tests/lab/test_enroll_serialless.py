@@ -1,8 +1,8 @@
-"""Issue 27 class 6 with the real pcscd and libccid: two CCID devices without a USB serial (virtual-token usbip
---no-usb-serial), each with its card. pcscd names their readers alike ("Virtual Token CCID [CCID] 00 00" and
-"… 01 00": nothing of the device in them), so `enroll --device` finds each device's reader by libccid's
-SCARD_ATTR_CHANNEL_ID (USB bus and address) against sysfs busnum/devnum: each device enrolls its own card. On
-633cbc3 both enrolled the first reader's card."""
+"""A serial-less CCID device enrolls its own card, never one in another reader, with the real pcscd and libccid: two
+CCID devices without a USB serial (virtual-token usbip --no-usb-serial), each with its card. pcscd names their readers
+alike ("Virtual Token CCID [CCID] 00 00" and "… 01 00": nothing of the device in them), so `enroll --device` finds each
+device's reader by libccid's SCARD_ATTR_CHANNEL_ID (USB bus and address) against sysfs busnum/devnum: each device
+enrolls its own card. On 633cbc3 both enrolled the first reader's card."""
 import re
 
 

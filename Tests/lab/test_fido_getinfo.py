@@ -1,7 +1,7 @@
-"""One open per command over a real kernel hidraw node (issue 26: every exchange through libfido2). A command's
-session (`fido2 info`) and a listing (`tokens`) each open the key once through libfido2 (`fido_dev_open`: INIT and
-getInfo inside it) and send one getInfo of their own (`fido_dev_get_cbor_info`: libfido2 1.12 does not hand out the
-answer of its open), which the trace shows (`fido2 > open`, `fido2 > getInfo`)."""
+"""One open per command over a real kernel hidraw node (every exchange goes through libfido2). A command's session
+(`fido2 info`) and a listing (`tokens`) each open the key once through libfido2 (`fido_dev_open`: INIT and getInfo
+inside it) and send one getInfo of their own (`fido_dev_get_cbor_info`: libfido2 1.12 does not hand out the answer of
+its open), which the trace shows (`fido2 > open`, `fido2 > getInfo`)."""
 
 SCRIPT = r"""
 set -u

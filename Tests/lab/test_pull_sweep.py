@@ -1,8 +1,8 @@
-"""The pull sweep (issue 27): every flow, with the token pulled out at each of its requests — each CCID APDU (PIV,
-through pcscd and libccid) and each CTAPHID report (FIDO2, hidraw) — then plugged back in. After each cut: no PIN
-try lost beyond the one in flight, the local registrations, the server's and the token's keys agree, and the same
-flow run again succeeds. Tests/lab/guest_pull_sweep.py runs every cut point of every flow inside one guest script
-(process starts are slow under TCG); this prints its per-flow summary and asserts on it.
+"""The pull sweep: every flow, with the token pulled out at each of its requests — each CCID APDU (PIV, through pcscd
+and libccid) and each CTAPHID report (FIDO2, hidraw) — then plugged back in. After each cut: no PIN try lost beyond the
+one in flight, the local registrations, the server's and the token's keys agree, and the same flow run again succeeds.
+Tests/lab/guest_pull_sweep.py runs every cut point of every flow inside one guest script (process starts are slow under
+TCG); this prints its per-flow summary and asserts on it.
 
 The token runs the request it is pulled at and its answer is lost (`processed`): the cut that can leave the token
 ahead of the host. `LAB_PULL_MODE=dropped` sweeps the other one (the request never reaches the token)."""

@@ -1,8 +1,8 @@
-"""Issue 25 item 2: the plug-in enrollment through systemd with a FIDO2 key we did not write. solo1's firmware
-(Tools/third-party fido2 solo1, in the guest) behind `virtual-token usbip --device fido-external` is attached to a
-guest booted with --systemd; the packaged-as-installed user unit (Tools/install-udev) enrolls it with no command
-typed: a registration at the reference RP in the guest, one "Enrolled" line, one enrollment; a replug asks nothing.
-One --systemd boot of its own (about 16 s) plus the flow; Tests/lab/guest_enroll_third_party.sh drives it."""
+"""The plug-in enrollment through systemd with a FIDO2 key we did not write. solo1's firmware (Tools/third-party fido2
+solo1, in the guest) behind `virtual-token usbip --device fido-external` is attached to a guest booted with --systemd;
+the packaged-as-installed user unit (Tools/install-udev) enrolls it with no command typed: a registration at the
+reference RP in the guest, one "Enrolled" line, one enrollment; a replug asks nothing. One --systemd boot of its own
+(about 16 s) plus the flow; Tests/lab/guest_enroll_third_party.sh drives it."""
 import json
 import os
 import subprocess

@@ -9,10 +9,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Tests", 
 ROWS = "--rows" in sys.argv  # only TSV table rows (Tools/bench/all): path ours peer ratio counts goal met
 _args = [a for a in sys.argv[1:] if a != "--rows"]
 ROUNDS = int(_args[0]) if _args else 10
-# Goals: CTAPHID requests including the one INIT (None: no more than the peer), wall-time ratio. The assertion's
-# request bound is what libfido2's own fido2-assert sends for it (issue 26): 5 — INIT and getInfo inside
-# fido_dev_open, getKeyAgreement, the PIN token, getAssertion (libfido2 1.12 src/dev.c, src/assert.c,
-# src/pin.c); fido2-assert takes a hidraw path only, so the count comes from libfido2's source, not a run here.
+# Goals: CTAPHID requests including the one INIT (None: no more than the peer), wall-time ratio. The assertion's request
+# bound is what libfido2's own fido2-assert sends for it: 5 — INIT and getInfo inside fido_dev_open, getKeyAgreement,
+# the PIN token, getAssertion (libfido2 1.12 src/dev.c, src/assert.c, src/pin.c); fido2-assert takes a hidraw path only,
+# so the count comes from libfido2's source, not a run here.
 GOALS = {"pin change": (None, 1.0), "assertion with PIN (+hmac)": (5, 0.5)}
 PEER_COUNT = {"assertion with PIN (+hmac)": "fido2-assert sends 5 (libfido2's source), no tries"}
 BIN = os.environ["TB_BIN"]

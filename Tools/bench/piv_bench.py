@@ -8,9 +8,9 @@ import time
 ROWS = "--rows" in sys.argv  # only TSV table rows (Tools/bench/all): path ours peer ratio counts goal met
 _args = [a for a in sys.argv[1:] if a != "--rows"]
 ROUNDS = int(_args[0]) if _args else 45  # see Tools/bench/piv
-# The bounds of issue 26: APDUs (None: no more than the peer; `pin status` also reads the PUK's tries where the card
-# tells them, issue 25) and wall time as a ratio to yubico-piv-tool, at most 1.5x (the CLI's argument parser is
-# swift-argument-parser now, about 1 ms of start-up: docs/performance.md).
+# The bounds the project set for this benchmark (docs/performance.md): APDUs (None: no more than the peer; `pin status`
+# also reads the PUK's tries where the card tells them) and wall time as a ratio to yubico-piv-tool, at most 1.5x (the
+# CLI's argument parser is swift-argument-parser now, about 1 ms of start-up: docs/performance.md).
 GOALS = {"pin status": (None, 1.5), "verify + sign (9a)": (4, 1.5), "pin change": (3, 1.5)}
 TB = os.path.join(os.environ["TB_BIN"], "tokenbridge")
 LOG = os.path.join(os.environ["TB_RUN_DIR"], "pcscd.log")

@@ -121,7 +121,7 @@ with tempfile.TemporaryDirectory() as work:
     ) * 1000
 
 ratio = many / one
-# Issue 26: twelve tokens at most 2.5x one card (each FIDO2 key is opened through libfido2 now).
+# Twelve tokens at most 2.5x one card (docs/performance.md; each FIDO2 key is opened through libfido2 now).
 LIMIT = 2.5
 # Where the time goes, for a missed goal: the cards alone against one card, and what the keys add.
 cpu_one, cpu_many = (statistics.median(CPU[k]) * 1000 for k in ("one", "many"))
