@@ -1,5 +1,5 @@
-"""kill -9 at every step, on the host (the token lab's pull sweep is the other half). For each flow (PIV and FIDO2 register, authenticate, PIN
-change; FIDO2 reset) the flow is first run once with the token counting its requests (every APDU / every CTAPHID
+"""kill -9 at every step, on the host (the token lab's pull sweep is the other half). For each flow (PIV and FIDO2
+register, authenticate, PIN change; FIDO2 reset) the flow is first run once with the token counting its requests (every APDU / every CTAPHID
 message: the simulators' --pause-dir hook, RequestPause); then for every k the token stops at request k, tokenbridge
 is killed with SIGKILL, and the token goes on. Two cuts per k: `before` (the request reached the token, which drops
 it unprocessed) and `after` (the token acted and saved its state; the answer is lost).
