@@ -1,8 +1,8 @@
 """kill -9 at every step, on the host (the token lab's pull sweep is the other half). For each flow (PIV and FIDO2
-register, authenticate, PIN change; FIDO2 reset) the flow is first run once with the token counting its requests (every APDU / every CTAPHID
-message: the simulators' --pause-dir hook, RequestPause); then for every k the token stops at request k, tokenbridge
-is killed with SIGKILL, and the token goes on. Two cuts per k: `before` (the request reached the token, which drops
-it unprocessed) and `after` (the token acted and saved its state; the answer is lost).
+register, authenticate, PIN change; FIDO2 reset) the flow is first run once with the token counting its requests
+(every APDU / every CTAPHID message: the simulators' --pause-dir hook, RequestPause); then for every k the token
+stops at request k, tokenbridge is killed with SIGKILL, and the token goes on. Two cuts per k: `before` (the request
+reached the token, which drops it unprocessed) and `after` (the token acted and saved its state; the answer is lost).
 
 After each kill: the next command (`authenticators --all --json`) repairs what it can and says so; then
 - no PIN try is lost (a right PIN in flight spends none for good: the simulators count tries as the cards do);
