@@ -82,10 +82,15 @@ import Testing
     #expect(try data.repairInterrupted().map(\.keyID) == ["k-pending"])
     #expect(try data.slotAssignments(tokenID: "piv-1")[0x83] == SlotAssignment(tokenID: "piv-1", slot: 0x83))
     #expect(try data.nextSignCounter("k-alice") == 3)
-    // Nothing was migrated again; only what came after GRDB (v5-intents) was added.
+    // Nothing was migrated again; only what came after GRDB (v5-intents, v6-interrupted-registrations) was added.
     #expect(
       try Self.raw(database, "SELECT identifier FROM grdb_migrations ORDER BY rowid")
-        == [["v1"], ["v2-device"], ["v3-slots-owners"], ["v4-dispatch-targets"], ["v5-intents"]])
+        == [
+          ["v1"], ["v2-device"], ["v3-slots-owners"], ["v4-dispatch-targets"], ["v5-intents"],
+          ["v6-interrupted-registrations"],
+        ])
+    // The repaired record is kept for a rerun to ask the server about.
+    #expect(try data.interruptedRegistrations(tokenID: "piv-1").map(\.keyID) == ["k-pending"])
   }
 
   /// A row written here is stored exactly as GRDB stored the same record (types and bytes), so an older binary
@@ -132,12 +137,17 @@ import Testing
   @Test func newDatabaseHasTheSchemaGRDBMade() throws {
     defer { try? FileManager.default.removeItem(at: dir) }
     _ = try LocalData(directory: dir)
-    // The tables of migrations made after GRDB (v5-intents: `intent`) are left out of the comparison.
-    let schema =
-      "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master WHERE tbl_name != 'intent' ORDER BY name"
+    // The tables of migrations made after GRDB (v5-intents: `intent`, v6: `interruptedRegistration`) are left out.
+    let schema = """
+      SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master
+      WHERE tbl_name NOT IN ('intent', 'interruptedRegistration') ORDER BY name
+      """
     let grdb = Self.fixtures.appendingPathComponent("grdb-v4.sqlite").path
     #expect(try Self.raw(database, schema) == Self.raw(grdb, schema))
-    let migrations = "SELECT rowid, identifier FROM grdb_migrations WHERE identifier != 'v5-intents' ORDER BY rowid"
+    let migrations = """
+      SELECT rowid, identifier FROM grdb_migrations
+      WHERE identifier NOT IN ('v5-intents', 'v6-interrupted-registrations') ORDER BY rowid
+      """
     #expect(try Self.raw(database, migrations) == Self.raw(grdb, migrations))
   }
 

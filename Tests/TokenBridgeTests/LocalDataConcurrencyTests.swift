@@ -72,6 +72,28 @@ final class ChildProcess {
     #expect(try other.reserveSlot(candidates: [0x82], record: record("next")) == 0x82)
   }
 
+  /// The record a repair abandoned stays findable (`provision` asks the server whether it took it), whichever
+  /// process repaired it; adopting it writes it back as registered, in its slot, and it is no longer listed.
+  @Test func anInterruptedRegistrationOutlivesTheProcessThatRepairedIt() throws {
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let child = try ChildProcess()
+    let running = try LocalData(directory: dir, owner: child.owner)
+    _ = try running.reserveSlot(candidates: [0x82], record: record("killed"))
+    try running.setPublicKey("killed", [4, 1, 2])
+    child.end()
+    #expect(try LocalData(directory: dir).repairInterrupted().map(\.keyID) == ["killed"])  // another command
+    let rerun = try LocalData(directory: dir)
+    #expect(try rerun.repairInterrupted().isEmpty)
+    let left = try rerun.interruptedRegistrations(tokenID: "piv-1")
+    #expect(left.map(\.keyID) == ["killed"] && left.first?.slot == 0x82 && left.first?.username == "u-killed")
+    #expect(left.first?.publicKey == Data([4, 1, 2]))
+    #expect(try rerun.interruptedRegistrations(tokenID: "piv-2").isEmpty)
+    #expect(try rerun.adopt(left[0]))
+    #expect(try rerun.authenticators().map { [$0.keyID, $0.state.rawValue] } == [["killed", "registered"]])
+    #expect(try rerun.slotAssignments(tokenID: "piv-1")[0x82]?.keyID == "killed")
+    #expect(try rerun.interruptedRegistrations(tokenID: "piv-1").isEmpty)
+  }
+
   @Test func aReusedPidIsNotTheOwner() throws {
     defer { try? FileManager.default.removeItem(at: dir) }
     let me = ProcessOwner.current

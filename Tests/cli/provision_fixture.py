@@ -7,7 +7,7 @@ provision`. Each scenario prints one JSON object of facts for the test to check:
 `full` provisions every token (a 17th row stays pending), opens every sealed PIN with `age -d` and an identity made
 here, signs in with each PIN, and reruns the finished journal with every token gone. `kill` kills the run with SIGKILL
 at three points (tokens assigned; a PIN set; a registration the server took but had not answered) and reruns it after
-each. `faulty` blocks one card's PIN first. `refusals` runs what must be refused. Every child's argv is sampled from
+each; before the last rerun another command opens the local data (its repair must not lose the pending record). `faulty` blocks one card's PIN first. `refusals` runs what must be refused. Every child's argv is sampled from
 /proc during the runs (`argv`), to be searched for PINs."""
 import base64
 import json
@@ -206,6 +206,9 @@ def kill(desk, cards, keys):
         p.send_signal(signal.SIGKILL)
         p.communicate()
         kills.append({"point": point, "hit": hit, "stages": desk.stages()})
+    # Another command opens the local data before the rerun (and repairs what the killed run left pending): the
+    # rerun must still find the registration the server took.
+    kills.append({"other": subprocess.run([TOKENBRIDGE, "accounts"], env=desk.env(), capture_output=True).returncode})
     final = desk.run()
     facts = desk.facts()
     desk.stop()  # a finished journal touches no token: its rerun must not need them

@@ -84,8 +84,10 @@ def test_a_rerun_without_the_tokens_touches_nothing_done_and_keeps_the_pending_r
 
 def test_kill_9_at_three_points_then_a_rerun_leaves_exactly_one_registration_per_row():
     f = scenario("kill")
-    assert [k["point"] for k in f["kills"]] == ["assigned", "pinSet", "registered"]
-    assert all(k["hit"] for k in f["kills"]), f["kills"]
+    kills, other = f["kills"][:3], f["kills"][3]
+    assert [k["point"] for k in kills] == ["assigned", "pinSet", "registered"]
+    assert all(k["hit"] for k in kills), kills
+    assert other == {"other": 0}
     assert "done" not in f["kills"][0]["stages"]
     assert f["final"]["rc"] == 0, f["final"]["stderr"][-2000:]
     report = f["report"]
@@ -94,8 +96,9 @@ def test_kill_9_at_three_points_then_a_rerun_leaves_exactly_one_registration_per
     assert counts == collections.Counter(r["username"] for r in report["rows"])
     assert {(g["username"], g["keyID"]) for g in f["registrations"]} == {
         (r["username"], r["keyID"]) for r in report["rows"]}
-    # The registration the RP took while the run was killed was found and adopted, not made again.
-    assert sum("adopted" in (r["note"] or "") for r in report["rows"]) == 1
+    # The registration the RP took while the run was killed was found and adopted, not made again (the kill at a PIN
+    # set may leave another registration the RP took: adopted as well).
+    assert sum("adopted" in (r["note"] or "") for r in report["rows"]) >= 1
     assert f["signIn"] == {r["username"]: 0 for r in report["rows"]}
     no_pin_anywhere(f, json.dumps(report), f["csv"], f["final"]["stdout"], f["final"]["stderr"])
     # A finished journal: its rerun needs no token (they are gone), does nothing and exits 0.

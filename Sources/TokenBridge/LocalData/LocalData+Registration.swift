@@ -95,12 +95,38 @@ extension LocalData {
         (try AuthenticatorRecord(row: row), row.optionalInteger(13), row.optionalInteger(14))
       }
       var repaired: [AuthenticatorRecord] = []
+      let now = Date()
       for (record, pid, start) in pending {
         if let pid, let start, let p = Int32(exactly: pid), ProcessOwner(pid: p, start: start).isAlive { continue }
         try abandon(record.keyID, db)
+        let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
+        try db.execute(
+          "INSERT OR REPLACE INTO interruptedRegistration (keyID, tokenID, record, repairedAt) VALUES (?, ?, ?, ?)",
+          record.keyID, record.tokenID, json, now)
         repaired.append(record)
       }
+      try db.execute(
+        "DELETE FROM interruptedRegistration WHERE repairedAt < ?", now.addingTimeInterval(-30 * 86_400))
       return repaired
+    }
+  }
+
+  /// The registrations on `tokenID` that runs left pending when they died (kept by `repairInterrupted`), newest
+  /// first: the server may hold one (see `adopt`).
+  public func interruptedRegistrations(tokenID: String) throws(LocalDataError) -> [AuthenticatorRecord] {
+    try read { db in
+      try db.query(
+        "SELECT record FROM interruptedRegistration WHERE tokenID = ?", tokenID
+      ) { row throws(SQLiteError) in try row.text(0) }
+      .compactMap { try? JSONDecoder().decode(AuthenticatorRecord.self, from: Data($0.utf8)) }
+      .sorted { $0.createdAt > $1.createdAt }
+    }
+  }
+
+  /// Forgets interrupted registrations (adopted, or superseded by a registration made again).
+  public func forgetInterrupted(keyIDs: [String]) throws(LocalDataError) {
+    try write { db in
+      for k in keyIDs { try db.execute("DELETE FROM interruptedRegistration WHERE keyID = ?", k) }
     }
   }
 

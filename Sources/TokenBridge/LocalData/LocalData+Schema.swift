@@ -68,6 +68,20 @@ extension LocalData {
         createdAt DATETIME NOT NULL);
       """
     ),
+    // Registrations a run left pending when it died, as they were when repaired: the server may have taken one
+    // before the run learnt so, and a later run (`provision`'s rerun) asks it and adopts what it holds. Kept by the
+    // repair itself, whichever process makes it, so a record is not lost when another process opens the local
+    // data first; dropped once adopted or superseded, and after 30 days.
+    (
+      "v6-interrupted-registrations",
+      """
+      CREATE TABLE interruptedRegistration (
+        keyID TEXT PRIMARY KEY,
+        tokenID TEXT NOT NULL,
+        record TEXT NOT NULL,
+        repairedAt DATETIME NOT NULL);
+      """
+    ),
   ]
 
   /// Applies the migrations the database lacks, each in one immediate transaction with its identifier. As

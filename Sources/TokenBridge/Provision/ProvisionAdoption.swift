@@ -2,7 +2,8 @@ import FoundationEssentials
 import UAFCore
 
 /// A registration a killed run left: the server may have taken it before the run learnt so. The run's pending local
-/// record (abandoned when the local data was next opened: `UAFEnvironment.repaired`) names its KeyID; the server says
+/// record (abandoned when the local data was next opened, by whichever process, and kept as it was:
+/// `LocalData.interruptedRegistrations`) names its KeyID; the server says
 /// which KeyIDs it holds for the user in the policy of an authentication request for that user (UAF Protocol v1.1
 /// §3.1.1: a server asking a known user to authenticate names the user's registered keys in `keyIDs`; the reference
 /// RP and nevisFIDO do). A KeyID the server holds is adopted — its record written back as registered — and never
@@ -28,12 +29,19 @@ extension LocalData {
   /// ours and free (nobody reused it meanwhile); false when it could not be adopted.
   func adopt(_ record: AuthenticatorRecord) throws(LocalDataError) -> Bool {
     try write { db in
-      if try db.integer("SELECT 1 FROM authenticator WHERE keyID = ?", record.keyID) != nil { return true }
+      if try db.integer("SELECT 1 FROM authenticator WHERE keyID = ?", record.keyID) != nil {
+        try db.execute("DELETE FROM interruptedRegistration WHERE keyID = ?", record.keyID)
+        return true
+      }
       if record.slot >= 0 {
         let free = try db.integer(
           "SELECT 1 FROM slotAssignment WHERE tokenID = ? AND slot = ? AND keyID IS NULL", record.tokenID, record.slot)
-        guard free != nil else { return false }
+        guard free != nil else {
+          try db.execute("DELETE FROM interruptedRegistration WHERE keyID = ?", record.keyID)
+          return false
+        }
       }
+      try db.execute("DELETE FROM interruptedRegistration WHERE keyID = ?", record.keyID)
       var r = record
       r.state = .registered
       try r.insert(db)

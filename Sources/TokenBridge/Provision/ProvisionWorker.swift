@@ -36,7 +36,7 @@ struct ProvisionContext: Sendable {
 /// recorded before the next begins. A failure is the row's alone: its code and sentence go to the journal.
 struct ProvisionWork: Sendable {
   let row: ProvisionJournalRow
-  /// The pending registration a killed run left on this token (`UAFEnvironment.repaired`), if any.
+  /// The pending registration a killed run left on this token (`LocalData.interruptedRegistrations`), if any.
   let interrupted: AuthenticatorRecord?
 
   var number: Int { row.row.number }
@@ -141,6 +141,7 @@ struct ProvisionWork: Sendable {
         return
       }
     }
+    // Not held by the server: it never took that registration, which is made again (and forgotten once it is).
     try provision { () throws(ProvisionError) in try journal.advance(number, to: .registering) }
     let tokens = try env.tokens(id: side, trace: nil, details: false, touchCue: { _ in })
     let verifier = ScriptedPins(current: pin.bytes, new: [])
@@ -163,6 +164,7 @@ struct ProvisionWork: Sendable {
     let aaid =
       record?.aaid ?? (tokens.infos.first?.kind == .fido2 ? ctx.configuration.fido2AAID : ctx.configuration.pivAAID)
     try provision { () throws(ProvisionError) in try journal.finish(number, aaid: aaid, keyID: keyID, note: nil) }
+    if let old = interrupted { try? env.localData.forgetInterrupted(keyIDs: [old.keyID]) }
     ctx.emit(.init(event: .registered, row: number, username: row.row.username, token: side, message: keyID))
   }
 }

@@ -59,9 +59,12 @@ public struct Provisioning {
     let context = ProvisionContext(
       journal: journal, nonce: nonce, configuration: configuration, dataDirectory: dataDirectory, server: server,
       facetID: facetID, sealer: sealer, currentPIN: currentPIN, timeout: configuration.interactionTimeout, emit: emit)
+    // A row a killed run left registering: the newest registration of its user that a run left pending on its token
+    // (kept by the local data however many runs or other processes opened it since).
     let tasks = work.map { r in
-      ProvisionWork(
-        row: r, interrupted: env.repaired.filter { $0.tokenID == r.sideID }.max { $0.createdAt < $1.createdAt })
+      let left = r.stage == .registering ? (try? env.localData.interruptedRegistrations(tokenID: r.sideID ?? "")) : nil
+      return ProvisionWork(
+        row: r, interrupted: left?.first { $0.username == r.row.username || r.row.payload != nil })
     }
     Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
     let after = try provision { () throws(ProvisionError) in try journal.rows() }
