@@ -35,9 +35,10 @@ def host_manifest(browser, host_path):
 
 
 class Chromium:
-    """Chromium 156, `--headless=new` (the only headless mode that runs extensions), the unpacked extension."""
+    """Chromium 156, `--headless=new` (the only headless mode that runs extensions), the unpacked extension (none
+    with `extension=False`); `prefs` go into the new profile's Preferences."""
 
-    def __init__(self, tmp_path, host_path, env):
+    def __init__(self, tmp_path, host_path, env, extension=True, prefs=None):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
         profile = tmp_path / "chromium-profile"
@@ -46,14 +47,19 @@ class Chromium:
         (hosts / f"{HOST_NAME}.json").write_text(json.dumps(host_manifest("chromium", host_path)))
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
+        with_extension = (f"--load-extension={EXTENSION}", f"--disable-extensions-except={EXTENSION}",
+                          "--disable-features=DisableLoadExtensionCommandLineSwitch") if extension else ()
         for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  f"--user-data-dir={profile}", f"--load-extension={EXTENSION}",
-                  f"--disable-extensions-except={EXTENSION}",
-                  "--disable-features=DisableLoadExtensionCommandLineSwitch", "--ignore-certificate-errors",
+                  f"--user-data-dir={profile}", *with_extension, "--ignore-certificate-errors",
                   "--no-first-run", "--no-default-browser-check"):
             opts.add_argument(a)
+        if prefs:
+            opts.add_experimental_option("prefs", prefs)
         self.log = tmp_path / "chromedriver.log"
-        service = Service(executable_path=CHROMEDRIVER, log_output=str(self.log), env=dict(os.environ, **env))
+        # A session of its own: no controlling terminal, as a browser started from a desktop (xdg-open then runs a
+        # Terminal=true handler in a terminal emulator, not on the test's terminal).
+        service = Service(executable_path=CHROMEDRIVER, log_output=str(self.log), env=dict(os.environ, **env),
+                          popen_kw={"start_new_session": True})
         self.driver = webdriver.Chrome(service=service, options=opts)
         self.driver.set_script_timeout(90)
 
