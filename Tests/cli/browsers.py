@@ -79,6 +79,10 @@ class Chromium:
         else:
             self.driver.switch_to.frame(index)
 
+    def click(self, element_id):
+        """A click as the user makes it (trusted input events), on the element with that id."""
+        self.driver.find_element("id", element_id).click()
+
     def run(self, script, *args):
         return self.driver.execute_script(script, *args)
 
@@ -128,9 +132,10 @@ class Marionette:
 
 class Firefox:
     """Firefox ESR, headless, Marionette on a free port (`marionette.port` 0: the port is written to the profile's
-    MarionetteActivePort); the extension installed as a temporary add-on."""
+    MarionetteActivePort); the extension installed as a temporary add-on (none with `extension=False`); `prefs`
+    added to the profile's user.js, `handlers` written as its handlers.json (what to do with a URL scheme)."""
 
-    def __init__(self, tmp_path, host_path, env):
+    def __init__(self, tmp_path, host_path, env, extension=True, prefs=None, handlers=None):
         profile = tmp_path / "firefox-profile"
         profile.mkdir()
         home = tmp_path / "firefox-home"
@@ -142,7 +147,9 @@ class Firefox:
                  "datareporting.policy.dataSubmissionEnabled": False, "toolkit.telemetry.reportingpolicy.firstRun": False,
                  "browser.startup.homepage_override.mstone": "ignore", "app.update.disabledForTesting": True,
                  "extensions.autoDisableScopes": 0, "extensions.enabledScopes": 5,
-                 "xpinstall.signatures.required": False, "network.proxy.type": 0}
+                 "xpinstall.signatures.required": False, "network.proxy.type": 0, **(prefs or {})}
+        if handlers:
+            (profile / "handlers.json").write_text(json.dumps(handlers))
         (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n"
                                                  for k, v in prefs.items()))
         self.log = open(tmp_path / "firefox.log", "w")
@@ -154,7 +161,8 @@ class Firefox:
         self.m = Marionette(int(port_file.read_text().strip()))
         self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # capabilities as geckodriver passes them
         self.m.send("WebDriver:SetTimeouts", {"script": 90000})
-        self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        if extension:
+            self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
 
     def open(self, url, new_tab=False):
         if new_tab:
@@ -168,6 +176,11 @@ class Firefox:
 
     def frame(self, index):
         self.m.send("WebDriver:SwitchToFrame", {} if index is None else {"id": index})
+
+    def click(self, element_id):
+        """A click as the user makes it (trusted input events), on the element with that id."""
+        element = self.m.send("WebDriver:FindElement", {"using": "css selector", "value": "#" + element_id})["value"]
+        self.m.send("WebDriver:ElementClick", {"id": next(iter(element.values()))})
 
     def run(self, script, *args):
         return self.m.send("WebDriver:ExecuteScript", {"script": script, "args": list(args)})["value"]
