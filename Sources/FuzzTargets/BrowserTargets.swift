@@ -3,7 +3,8 @@ import TokenBridge
 
 /// The browser host's input (`tokenbridge browser-host`): the data is the byte stream a browser writes on the host's
 /// stdin, handed to `NativeMessaging.FrameReader` in pieces whose sizes the data's first bytes choose; each frame goes
-/// through `BrowserRequest.parse` and, when it names a call, into a reply. Properties: a frame read is never larger
+/// through `BrowserRequest.parse` and, when it names a call, into a reply (up to the first frame that names none, where
+/// the host ends the connection). Properties: a frame read is never larger
 /// than the bound and is exactly the bytes its header announced, in order (the frames re-framed are a prefix of the
 /// stream); a stream that ends cleanly is all frames; an accepted request has an id a JavaScript number holds, a
 /// known method and an https origin (a cancel: none); a reply is a frame a browser takes (at most 1 MiB) that reads back as a JSON
@@ -21,6 +22,9 @@ enum NativeMessagingTarget {
     var offset = 0
     var turn = 0
     var failed = false
+    // The host answers frames until one that names no call, where it ends the connection (BrowserHost); the
+    // frames after it are still read and checked as frames, not answered.
+    var open = true
     feed: while offset < stream.count {
       let n = min(pieces[turn % pieces.count], stream.count - offset)
       turn += 1
@@ -40,7 +44,7 @@ enum NativeMessagingTarget {
         }
         check(matches(framed, stream, at: reframed), "frames read are not the stream's frames in order")
         reframed += framed.count
-        answer(frame)
+        if open { open = answer(frame) }
       }
     }
     if !failed, (try? reader.finish()) != nil {
@@ -57,7 +61,8 @@ enum NativeMessagingTarget {
     }
   }
 
-  static func answer(_ frame: [UInt8]) {
+  /// False when the frame names no call: the host ends the connection there.
+  static func answer(_ frame: [UInt8]) -> Bool {
     let id: Int
     var code = UAFErrorCode.noError
     do {
@@ -69,7 +74,7 @@ enum NativeMessagingTarget {
       check(BrowserRequest.Method(rawValue: r.method.rawValue) == r.method, "an unknown method")
       id = r.id
     } catch {
-      guard let known = error.id else { return }
+      guard let known = error.id else { return false }
       check(error.code != .noError, "a refusal without a code")
       id = known
       code = error.code
@@ -84,7 +89,8 @@ enum NativeMessagingTarget {
       (object["id"] as? NSNumber)?.intValue == id
     else {
       check(false, "a reply that does not read back with its id")
-      return
+      return true
     }
+    return true
   }
 }
