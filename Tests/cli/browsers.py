@@ -157,7 +157,9 @@ class Firefox:
                                      env=dict(os.environ, **env, HOME=str(home), MOZ_CRASHREPORTER_DISABLE="1"),
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         port_file = profile / "MarionetteActivePort"
-        wait_until(port_file.exists, "Firefox's Marionette port", timeout=90)
+        # The file may exist before the port is written in it.
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip().isdigit(), "Firefox's Marionette port",
+                   timeout=90)
         self.m = Marionette(int(port_file.read_text().strip()))
         self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # capabilities as geckodriver passes them
         self.m.send("WebDriver:SetTimeouts", {"script": 90000})

@@ -28,6 +28,11 @@ from test_browser import self_signed
 from test_dbus_service import home, pinentry_log, scenario  # noqa: F401 (fixtures)
 
 OP_NAMES = {"Reg": "registration", "Auth": "authentication"}
+# The terminals GLib 2.74 looks for before xterm, in its order (gio/gdesktopappinfo.c, prepend_terminal_to_vector;
+# the same names are in Debian 12's libgio-2.0.so.0). The stand-in answers to every name, so a real one installed on
+# the machine is never started.
+GIO_TERMINALS = ["gnome-terminal", "mate-terminal", "xfce4-terminal", "tilix", "konsole", "nxterm", "color-xterm",
+                 "rxvt", "dtterm"]
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>Sign in</title>
 <p><a id="oob" href="{link}">Sign in with TokenBridge</a></p><p id="state">waiting</p>
@@ -101,7 +106,7 @@ class Desktop:
     """What a desktop session gives the browser: tokenbridge's scheme handler installed by `install-desktop`,
     xdg-open (logged; only tokenbridge: links are passed on, nothing else is opened), a graphical session's
     DISPLAY (xdg-open offers scheme handlers only there) and the terminal emulator stand-in (xdg-open runs
-    $TERMINAL, GIO the first of its known terminals on PATH: xterm)."""
+    $TERMINAL, GIO the first of its known terminals on PATH: each of their names is the stand-in here)."""
 
     def __init__(self, tmp_path, home):  # noqa: F811 (the fixture's value)
         self.dir = tmp_path / "desktop"
@@ -121,6 +126,8 @@ echo $? >> '{self.status}'
 """)
         for f in (xdg_open, term):
             f.chmod(0o755)
+        for name in GIO_TERMINALS:
+            (self.dir / "bin" / name).symlink_to(term)
         self.env = dict(home, PATH=f"{self.dir / 'bin'}:{os.environ['PATH']}", TERMINAL=str(term))
         r = tb("install-desktop", env=home)
         assert r.returncode == 0, r.stderr
