@@ -156,15 +156,21 @@ class Firefox:
         self.proc = subprocess.Popen([FIREFOX, "--headless", "--marionette", "--no-remote", "--profile", str(profile)],
                                      env=dict(os.environ, **env, HOME=str(home), MOZ_CRASHREPORTER_DISABLE="1"),
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        port_file = profile / "MarionetteActivePort"
-        # The file may exist before the port is written in it.
-        wait_until(lambda: port_file.exists() and port_file.read_text().strip().isdigit(), "Firefox's Marionette port",
-                   timeout=90)
-        self.m = Marionette(int(port_file.read_text().strip()))
-        self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # capabilities as geckodriver passes them
-        self.m.send("WebDriver:SetTimeouts", {"script": 90000})
-        if extension:
-            self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        try:
+            port_file = profile / "MarionetteActivePort"
+            # The file may exist before the port is written in it.
+            wait_until(lambda: port_file.exists() and port_file.read_text().strip().isdigit(),
+                       "Firefox's Marionette port", timeout=90)
+            self.m = Marionette(int(port_file.read_text().strip()))
+            self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # as geckodriver passes them
+            self.m.send("WebDriver:SetTimeouts", {"script": 90000})
+            if extension:
+                self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        except BaseException:  # no test gets this browser to quit: it must not outlive the failed start
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            self.log.close()
+            raise
 
     def open(self, url, new_tab=False):
         if new_tab:
