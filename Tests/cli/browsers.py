@@ -35,9 +35,10 @@ def host_manifest(browser, host_path):
 
 
 class Chromium:
-    """Chromium 156, `--headless=new` (the only headless mode that runs extensions), the unpacked extension."""
+    """Chromium 156, `--headless=new` (the only headless mode that runs extensions), the unpacked extension (none
+    with `extension=False`); `prefs` go into the new profile's Preferences."""
 
-    def __init__(self, tmp_path, host_path, env):
+    def __init__(self, tmp_path, host_path, env, extension=True, prefs=None):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
         profile = tmp_path / "chromium-profile"
@@ -46,14 +47,19 @@ class Chromium:
         (hosts / f"{HOST_NAME}.json").write_text(json.dumps(host_manifest("chromium", host_path)))
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
+        with_extension = (f"--load-extension={EXTENSION}", f"--disable-extensions-except={EXTENSION}",
+                          "--disable-features=DisableLoadExtensionCommandLineSwitch") if extension else ()
         for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  f"--user-data-dir={profile}", f"--load-extension={EXTENSION}",
-                  f"--disable-extensions-except={EXTENSION}",
-                  "--disable-features=DisableLoadExtensionCommandLineSwitch", "--ignore-certificate-errors",
+                  f"--user-data-dir={profile}", *with_extension, "--ignore-certificate-errors",
                   "--no-first-run", "--no-default-browser-check"):
             opts.add_argument(a)
+        if prefs:
+            opts.add_experimental_option("prefs", prefs)
         self.log = tmp_path / "chromedriver.log"
-        service = Service(executable_path=CHROMEDRIVER, log_output=str(self.log), env=dict(os.environ, **env))
+        # A session of its own: no controlling terminal, as a browser started from a desktop (xdg-open then runs a
+        # Terminal=true handler in a terminal emulator, not on the test's terminal).
+        service = Service(executable_path=CHROMEDRIVER, log_output=str(self.log), env=dict(os.environ, **env),
+                          popen_kw={"start_new_session": True})
         self.driver = webdriver.Chrome(service=service, options=opts)
         self.driver.set_script_timeout(90)
 
@@ -72,6 +78,10 @@ class Chromium:
             self.driver.switch_to.default_content()
         else:
             self.driver.switch_to.frame(index)
+
+    def click(self, element_id):
+        """A click as the user makes it (trusted input events), on the element with that id."""
+        self.driver.find_element("id", element_id).click()
 
     def run(self, script, *args):
         return self.driver.execute_script(script, *args)
@@ -122,9 +132,10 @@ class Marionette:
 
 class Firefox:
     """Firefox ESR, headless, Marionette on a free port (`marionette.port` 0: the port is written to the profile's
-    MarionetteActivePort); the extension installed as a temporary add-on."""
+    MarionetteActivePort); the extension installed as a temporary add-on (none with `extension=False`); `prefs`
+    added to the profile's user.js, `handlers` written as its handlers.json (what to do with a URL scheme)."""
 
-    def __init__(self, tmp_path, host_path, env):
+    def __init__(self, tmp_path, host_path, env, extension=True, prefs=None, handlers=None):
         profile = tmp_path / "firefox-profile"
         profile.mkdir()
         home = tmp_path / "firefox-home"
@@ -136,19 +147,30 @@ class Firefox:
                  "datareporting.policy.dataSubmissionEnabled": False, "toolkit.telemetry.reportingpolicy.firstRun": False,
                  "browser.startup.homepage_override.mstone": "ignore", "app.update.disabledForTesting": True,
                  "extensions.autoDisableScopes": 0, "extensions.enabledScopes": 5,
-                 "xpinstall.signatures.required": False, "network.proxy.type": 0}
+                 "xpinstall.signatures.required": False, "network.proxy.type": 0, **(prefs or {})}
+        if handlers:
+            (profile / "handlers.json").write_text(json.dumps(handlers))
         (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n"
                                                  for k, v in prefs.items()))
         self.log = open(tmp_path / "firefox.log", "w")
         self.proc = subprocess.Popen([FIREFOX, "--headless", "--marionette", "--no-remote", "--profile", str(profile)],
                                      env=dict(os.environ, **env, HOME=str(home), MOZ_CRASHREPORTER_DISABLE="1"),
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        port_file = profile / "MarionetteActivePort"
-        wait_until(port_file.exists, "Firefox's Marionette port", timeout=90)
-        self.m = Marionette(int(port_file.read_text().strip()))
-        self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # capabilities as geckodriver passes them
-        self.m.send("WebDriver:SetTimeouts", {"script": 90000})
-        self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        try:
+            port_file = profile / "MarionetteActivePort"
+            # The file may exist before the port is written in it.
+            wait_until(lambda: port_file.exists() and port_file.read_text().strip().isdigit(),
+                       "Firefox's Marionette port", timeout=90)
+            self.m = Marionette(int(port_file.read_text().strip()))
+            self.m.send("WebDriver:NewSession", {"acceptInsecureCerts": True})  # as geckodriver passes them
+            self.m.send("WebDriver:SetTimeouts", {"script": 90000})
+            if extension:
+                self.m.send("Addon:Install", {"path": str(EXTENSION), "temporary": True})
+        except BaseException:  # no test gets this browser to quit: it must not outlive the failed start
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            self.log.close()
+            raise
 
     def open(self, url, new_tab=False):
         if new_tab:
@@ -162,6 +184,11 @@ class Firefox:
 
     def frame(self, index):
         self.m.send("WebDriver:SwitchToFrame", {} if index is None else {"id": index})
+
+    def click(self, element_id):
+        """A click as the user makes it (trusted input events), on the element with that id."""
+        element = self.m.send("WebDriver:FindElement", {"using": "css selector", "value": "#" + element_id})["value"]
+        self.m.send("WebDriver:ElementClick", {"id": next(iter(element.values()))})
 
     def run(self, script, *args):
         return self.m.send("WebDriver:ExecuteScript", {"script": script, "args": list(args)})["value"]

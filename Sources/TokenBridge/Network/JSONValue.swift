@@ -34,12 +34,12 @@ extension JSONValue {
 
   private func write(to out: inout [UInt8]) {
     switch self {
-    case .null: out += Array("null".utf8)
-    case .bool(let b): out += Array((b ? "true" : "false").utf8)
+    case .null: out.append(contentsOf: "null".utf8)
+    case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
     case .number(let n):
       var s = "\(n)"
       if s.hasSuffix(".0") { s.removeLast(2) }
-      out += Array(s.utf8)
+      out.append(contentsOf: s.utf8)
     case .string(let s): Self.write(string: s, to: &out)
     case .array(let a):
       out.append(UInt8(ascii: "["))
@@ -60,19 +60,26 @@ extension JSONValue {
     }
   }
 
+  private static let hexDigits = Array("0123456789abcdef".utf8)
+
+  /// Appends without a temporary array per escape: the browser host writes whole UAF messages, a `\"` in every
+  /// few bytes.
   private static func write(string: String, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
     for b in string.utf8 {
       switch b {
-      case UInt8(ascii: "\""): out += Array(#"\""#.utf8)
-      case UInt8(ascii: "\\"): out += Array(#"\\"#.utf8)
-      case UInt8(ascii: "/"): out += Array(#"\/"#.utf8)
-      case 0x08: out += Array(#"\b"#.utf8)
-      case 0x0C: out += Array(#"\f"#.utf8)
-      case 0x0A: out += Array(#"\n"#.utf8)
-      case 0x0D: out += Array(#"\r"#.utf8)
-      case 0x09: out += Array(#"\t"#.utf8)
-      case 0..<0x20: out += Array(("\\u00" + Hex.digits(b, width: 2)).utf8)
+      case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+      case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+      case UInt8(ascii: "/"): out.append(contentsOf: #"\/"#.utf8)
+      case 0x08: out.append(contentsOf: #"\b"#.utf8)
+      case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+      case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+      case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+      case 0x09: out.append(contentsOf: #"\t"#.utf8)
+      case 0..<0x20:
+        out.append(contentsOf: #"\u00"#.utf8)
+        out.append(Self.hexDigits[Int(b >> 4)])
+        out.append(Self.hexDigits[Int(b & 0xF)])
       default: out.append(b)
       }
     }
