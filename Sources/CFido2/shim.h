@@ -1,2 +1,3 @@
 #include <fido.h>
 #include <fido/credman.h>
+#include <fido/config.h>

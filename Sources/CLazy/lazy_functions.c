@@ -9,6 +9,7 @@
 
 #include <fido.h>
 #include <fido/credman.h>
+#include <fido/config.h>
 #include "CPCSC.h"
 #include <sqlite3.h>
 #include <libusb-1.0/libusb.h>
@@ -90,6 +91,7 @@ static const char *const names_TB_LIB_FIDO2[] = {
     "fido_dev_cancel",
     "fido_dev_close",
     "fido_dev_force_fido2",
+    "fido_dev_force_pin_change",
     "fido_dev_free",
     "fido_dev_get_assert",
     "fido_dev_get_cbor_info",
@@ -370,88 +372,92 @@ void fido_dev_force_fido2(fido_dev_t *a0) {
   ((__typeof__(&fido_dev_force_fido2))tb_lazy_function(TB_LIB_FIDO2, 63))(a0);
 }
 
+int fido_dev_force_pin_change(fido_dev_t *a0, const char *a1) {
+  return ((__typeof__(&fido_dev_force_pin_change))tb_lazy_function(TB_LIB_FIDO2, 64))(a0, a1);
+}
+
 void fido_dev_free(fido_dev_t **a0) {
-  ((__typeof__(&fido_dev_free))tb_lazy_function(TB_LIB_FIDO2, 64))(a0);
+  ((__typeof__(&fido_dev_free))tb_lazy_function(TB_LIB_FIDO2, 65))(a0);
 }
 
 int fido_dev_get_assert(fido_dev_t *a0, fido_assert_t *a1, const char *a2) {
-  return ((__typeof__(&fido_dev_get_assert))tb_lazy_function(TB_LIB_FIDO2, 65))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_get_assert))tb_lazy_function(TB_LIB_FIDO2, 66))(a0, a1, a2);
 }
 
 int fido_dev_get_cbor_info(fido_dev_t *a0, fido_cbor_info_t *a1) {
-  return ((__typeof__(&fido_dev_get_cbor_info))tb_lazy_function(TB_LIB_FIDO2, 66))(a0, a1);
+  return ((__typeof__(&fido_dev_get_cbor_info))tb_lazy_function(TB_LIB_FIDO2, 67))(a0, a1);
 }
 
 int fido_dev_get_retry_count(fido_dev_t *a0, int *a1) {
-  return ((__typeof__(&fido_dev_get_retry_count))tb_lazy_function(TB_LIB_FIDO2, 67))(a0, a1);
+  return ((__typeof__(&fido_dev_get_retry_count))tb_lazy_function(TB_LIB_FIDO2, 68))(a0, a1);
 }
 
 int fido_dev_get_uv_retry_count(fido_dev_t *a0, int *a1) {
-  return ((__typeof__(&fido_dev_get_uv_retry_count))tb_lazy_function(TB_LIB_FIDO2, 68))(a0, a1);
+  return ((__typeof__(&fido_dev_get_uv_retry_count))tb_lazy_function(TB_LIB_FIDO2, 69))(a0, a1);
 }
 
 void fido_dev_info_free(fido_dev_info_t **a0, size_t a1) {
-  ((__typeof__(&fido_dev_info_free))tb_lazy_function(TB_LIB_FIDO2, 69))(a0, a1);
+  ((__typeof__(&fido_dev_info_free))tb_lazy_function(TB_LIB_FIDO2, 70))(a0, a1);
 }
 
 int fido_dev_info_manifest(fido_dev_info_t *a0, size_t a1, size_t *a2) {
-  return ((__typeof__(&fido_dev_info_manifest))tb_lazy_function(TB_LIB_FIDO2, 70))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_info_manifest))tb_lazy_function(TB_LIB_FIDO2, 71))(a0, a1, a2);
 }
 
 fido_dev_info_t *fido_dev_info_new(size_t a0) {
-  return ((__typeof__(&fido_dev_info_new))tb_lazy_function(TB_LIB_FIDO2, 71))(a0);
+  return ((__typeof__(&fido_dev_info_new))tb_lazy_function(TB_LIB_FIDO2, 72))(a0);
 }
 
 const char *fido_dev_info_path(const fido_dev_info_t *a0) {
-  return ((__typeof__(&fido_dev_info_path))tb_lazy_function(TB_LIB_FIDO2, 72))(a0);
+  return ((__typeof__(&fido_dev_info_path))tb_lazy_function(TB_LIB_FIDO2, 73))(a0);
 }
 
 const char *fido_dev_info_product_string(const fido_dev_info_t *a0) {
-  return ((__typeof__(&fido_dev_info_product_string))tb_lazy_function(TB_LIB_FIDO2, 73))(a0);
+  return ((__typeof__(&fido_dev_info_product_string))tb_lazy_function(TB_LIB_FIDO2, 74))(a0);
 }
 
 const fido_dev_info_t *fido_dev_info_ptr(const fido_dev_info_t *a0, size_t a1) {
-  return ((__typeof__(&fido_dev_info_ptr))tb_lazy_function(TB_LIB_FIDO2, 74))(a0, a1);
+  return ((__typeof__(&fido_dev_info_ptr))tb_lazy_function(TB_LIB_FIDO2, 75))(a0, a1);
 }
 
 _Bool fido_dev_is_fido2(const fido_dev_t *a0) {
-  return ((__typeof__(&fido_dev_is_fido2))tb_lazy_function(TB_LIB_FIDO2, 75))(a0);
+  return ((__typeof__(&fido_dev_is_fido2))tb_lazy_function(TB_LIB_FIDO2, 76))(a0);
 }
 
 int fido_dev_make_cred(fido_dev_t *a0, fido_cred_t *a1, const char *a2) {
-  return ((__typeof__(&fido_dev_make_cred))tb_lazy_function(TB_LIB_FIDO2, 76))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_make_cred))tb_lazy_function(TB_LIB_FIDO2, 77))(a0, a1, a2);
 }
 
 fido_dev_t *fido_dev_new(void) {
-  return ((__typeof__(&fido_dev_new))tb_lazy_function(TB_LIB_FIDO2, 77))();
+  return ((__typeof__(&fido_dev_new))tb_lazy_function(TB_LIB_FIDO2, 78))();
 }
 
 int fido_dev_open(fido_dev_t *a0, const char *a1) {
-  return ((__typeof__(&fido_dev_open))tb_lazy_function(TB_LIB_FIDO2, 78))(a0, a1);
+  return ((__typeof__(&fido_dev_open))tb_lazy_function(TB_LIB_FIDO2, 79))(a0, a1);
 }
 
 int fido_dev_reset(fido_dev_t *a0) {
-  return ((__typeof__(&fido_dev_reset))tb_lazy_function(TB_LIB_FIDO2, 79))(a0);
+  return ((__typeof__(&fido_dev_reset))tb_lazy_function(TB_LIB_FIDO2, 80))(a0);
 }
 
 int fido_dev_set_io_functions(fido_dev_t *a0, const fido_dev_io_t *a1) {
-  return ((__typeof__(&fido_dev_set_io_functions))tb_lazy_function(TB_LIB_FIDO2, 80))(a0, a1);
+  return ((__typeof__(&fido_dev_set_io_functions))tb_lazy_function(TB_LIB_FIDO2, 81))(a0, a1);
 }
 
 int fido_dev_set_pin(fido_dev_t *a0, const char *a1, const char *a2) {
-  return ((__typeof__(&fido_dev_set_pin))tb_lazy_function(TB_LIB_FIDO2, 81))(a0, a1, a2);
+  return ((__typeof__(&fido_dev_set_pin))tb_lazy_function(TB_LIB_FIDO2, 82))(a0, a1, a2);
 }
 
 int fido_dev_set_timeout(fido_dev_t *a0, int a1) {
-  return ((__typeof__(&fido_dev_set_timeout))tb_lazy_function(TB_LIB_FIDO2, 82))(a0, a1);
+  return ((__typeof__(&fido_dev_set_timeout))tb_lazy_function(TB_LIB_FIDO2, 83))(a0, a1);
 }
 
 void fido_init(int a0) {
-  ((__typeof__(&fido_init))tb_lazy_function(TB_LIB_FIDO2, 83))(a0);
+  ((__typeof__(&fido_init))tb_lazy_function(TB_LIB_FIDO2, 84))(a0);
 }
 
 const char *fido_strerr(int a0) {
-  return ((__typeof__(&fido_strerr))tb_lazy_function(TB_LIB_FIDO2, 84))(a0);
+  return ((__typeof__(&fido_strerr))tb_lazy_function(TB_LIB_FIDO2, 85))(a0);
 }
 
 static const char *const names_TB_LIB_PCSCLITE[] = {

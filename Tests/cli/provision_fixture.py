@@ -6,8 +6,9 @@ provision`. Each scenario prints one JSON object of facts for the test to check:
 
 `full` provisions every token (a 17th row stays pending), opens every sealed PIN with `age -d` and an identity made
 here, signs in with each PIN, and reruns the finished journal with every token gone. `kill` kills the run with SIGKILL
-at three points (tokens assigned; a PIN set; a registration the server took but had not answered) and reruns it after
-each; before the last rerun another command opens the local data (its repair must not lose the pending record). `faulty` blocks one card's PIN first. `refusals` runs what must be refused. Every child's argv is sampled from
+at three points (tokens assigned; a PIN set; a registration the server took but had not answered) and reruns it
+after each; before the last rerun another command opens the local data (its repair must not lose the pending
+record). `faulty` blocks one card's PIN first. `refusals` runs what must be refused. Every child's argv is sampled from
 /proc during the runs (`argv`), to be searched for PINs."""
 import base64
 import json
@@ -26,6 +27,7 @@ from scale_fixture import TOKENBRIDGE, Tokens
 
 SERVER = os.environ.get("TB_SERVER", "")
 SERIAL0 = 6_100_000
+NEW_PIN = "73914682"  # what a user changes a forced key's PIN to
 
 
 class Desk:
@@ -127,12 +129,22 @@ class Desk:
         os.close(r)
         return p.returncode
 
+    def change_pin(self, token, old, new):
+        r, w = os.pipe()
+        os.write(w, f"{old}\n{new}\n".encode())
+        os.close(w)
+        p = subprocess.run([TOKENBRIDGE, "pin", "change", "--token", token, "--pin-fd", str(r)], env=self.env(),
+                           capture_output=True, text=True, pass_fds=(r,), stdin=subprocess.DEVNULL, timeout=60)
+        os.close(r)
+        return p.returncode
+
     def facts(self):
         """What the test checks after the last run: report, CSV, registrations at the RP, opened PINs (and whether
         each signs in), the journal's bytes searched for them, every argv seen."""
         report = self.report()
         pins = {}
         works = {}
+        forced = {}
         for row in (report or {}).get("rows", []):
             if row["sealedPin"]:
                 pin = self.opened(row["sealedPin"])
@@ -144,9 +156,17 @@ class Desk:
                 token = row["serial"] if row["serial"] in listed else f"piv-{row['serial']}"
                 if row["kind"] == "fido2" and not token.startswith("fido2-"):
                     token = next(i for i in listed if i.startswith("fido2-"))
-                works[row["username"]] = self.authenticate(row["username"], token, pins[row["username"]])
+                pin = pins[row["username"]]
+                if row["kind"] == "fido2":
+                    # The key refuses the sealed PIN until it is changed (forcePINChange): the user's first use is
+                    # `pin change`, then the new PIN signs in.
+                    forced[row["username"]] = (listed[token]["fido2"]["forcePINChange"],
+                                               self.authenticate(row["username"], token, pin))
+                    changed = self.change_pin(token, pin, NEW_PIN)
+                    pin = NEW_PIN if changed == 0 else pin
+                works[row["username"]] = self.authenticate(row["username"], token, pin)
         return {"report": report, "csv": self.csv(), "registrations": rp("GET", "/_admin/registrations"),
-                "pins": pins, "signIn": works,
+                "pins": pins, "signIn": works, "forced": forced,
                 "pinsInJournal": [u for u, p in pins.items() if p and p.encode() in journal],
                 "argv": sorted(self.argv)}
 

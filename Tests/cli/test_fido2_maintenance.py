@@ -10,6 +10,7 @@ import pexpect
 import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
+from fido2.ctap2.config import Config
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.pin import ClientPin, PinProtocolV2
 
@@ -154,3 +155,45 @@ def test_python_fido2_credential_management(key):
     assert e.value.code == CtapError.ERR.NOT_ALLOWED
     getinfo = Ctap2(open_device(key.sock)).get_info()
     assert getinfo.remaining_disc_creds == 23
+
+
+def test_python_fido2_config_forces_a_pin_change(tmp_path):
+    """authenticatorConfig's setMinPINLength (CTAP 2.1 §6.11.4) as python-fido2 sends it to the virtual key (what
+    `provision` asks of a key it gave a fresh PIN): refused without a PIN, without a token, with a token lacking the
+    acfg permission, and for a shorter minimum; then forcePINChange and the new minimum in getInfo, every PIN token
+    refused until the PIN is changed, and tokenbridge naming it. (CanoKey and solo1 do not offer authnrCfg.)"""
+    key = make_key("virtual", tmp_path, fresh=True)
+    try:
+        ctap = key.ctap()
+        assert Config.is_supported(ctap.info) and ctap.info.options["setMinPINLength"] is True
+        with pytest.raises(CtapError) as e:
+            Config(ctap).set_min_pin_length(force_change_pin=True)
+        assert e.value.code == CtapError.ERR.PIN_NOT_SET
+        client_pin = ClientPin(ctap, PinProtocolV2())
+        client_pin.set_pin(PIN)
+        with pytest.raises(CtapError) as e:
+            Config(ctap).set_min_pin_length(force_change_pin=True)
+        assert e.value.code == CtapError.ERR.PUAT_REQUIRED
+        mc = client_pin.get_pin_token(PIN, ClientPin.PERMISSION.MAKE_CREDENTIAL, "example.com")
+        with pytest.raises(CtapError) as e:
+            Config(ctap, PinProtocolV2(), mc).set_min_pin_length(force_change_pin=True)
+        assert e.value.code == CtapError.ERR.PIN_AUTH_INVALID
+        config = Config(ctap, PinProtocolV2(), client_pin.get_pin_token(PIN, ClientPin.PERMISSION.AUTHENTICATOR_CFG))
+        with pytest.raises(CtapError) as e:
+            config.set_min_pin_length(min_pin_length=3)
+        assert e.value.code == CtapError.ERR.PIN_POLICY_VIOLATION
+        assert ctap.get_info().force_pin_change is False
+        config.set_min_pin_length(min_pin_length=6, force_change_pin=True)
+        info = ctap.get_info()
+        assert info.force_pin_change is True and info.min_pin_length == 6
+        with pytest.raises(CtapError) as e:
+            client_pin.get_pin_token(PIN, ClientPin.PERMISSION.GET_ASSERTION, "example.com")
+        assert e.value.code == CtapError.ERR.PIN_POLICY_VIOLATION
+        env = {"TOKENBRIDGE_VIRTUAL_FIDO": key.sock}
+        assert json.loads(tb_raw("fido2", "info", "--json", env=env).stdout)["forcePINChange"] is True
+        client_pin.change_pin(PIN, "86420975")
+        info = ctap.get_info()
+        assert info.force_pin_change is False and info.min_pin_length == 6
+        assert client_pin.get_pin_token("86420975", ClientPin.PERMISSION.GET_ASSERTION, "example.com")
+    finally:
+        key.stop()

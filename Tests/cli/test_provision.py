@@ -1,9 +1,10 @@
 """`tokenbridge provision` on a desk of 16 virtual tokens (8 PIV cards, 8 FIDO2 keys: the most one pcscd serves in
 `Tools/with-pcscd --readers 8`, see scale_fixture.py) against the reference RP. Each test runs one scenario of
 provision_fixture.py beside a pcscd and an RP of its own (a nested Tools/with-pcscd) and checks the facts it prints:
-the report and its CSV, the registrations the RP holds, the sealed PINs opened with `age -d` and used to sign in, no
-PIN in the report, CSV, journal, output or any child's argv, kill -9 at three points then a rerun, a token with a
-blocked PIN failing alone, a finished journal rerun without its tokens, and the refusals."""
+the report and its CSV, the registrations the RP holds, the sealed PINs opened with `age -d` and used to sign in (a
+key's after the PIN change its forcePINChange asks for), no PIN in the report, CSV, journal, output or any child's
+argv, kill -9 at three points then a rerun, a token with a blocked PIN failing alone, a finished journal rerun without
+its tokens, and the refusals."""
 import collections
 import csv
 import io
@@ -56,6 +57,10 @@ def test_sixteen_tokens_are_provisioned_with_sealed_pins_that_work_and_a_report_
     assert all(r["error"] is None for r in done)
     assert all(r["sealedPin"].startswith("-----BEGIN AGE ENCRYPTED FILE-----") for r in done)
     assert all("PIN change" in r["note"] for r in done if r["kind"] == "piv")
+    # The keys (CTAP 2.1 authenticatorConfig) refuse the sealed PIN until it is changed: getInfo's forcePINChange,
+    # and a sign-in with it ends "change the PIN first" (16) before the user's `pin change`.
+    assert all("forcePINChange" in r["note"] for r in done if r["kind"] == "fido2")
+    assert f["forced"] == {r["username"]: [True, 16] for r in done if r["kind"] == "fido2"}
     # Registrations at the RP: exactly one per done row, with the report's KeyIDs.
     at_rp = {(g["username"], g["keyID"]) for g in f["registrations"]}
     assert at_rp == {(r["username"], r["keyID"]) for r in done}
@@ -100,6 +105,7 @@ def test_kill_9_at_three_points_then_a_rerun_leaves_exactly_one_registration_per
     # set may leave another registration the RP took: adopted as well).
     assert sum("adopted" in (r["note"] or "") for r in report["rows"]) >= 1
     assert f["signIn"] == {r["username"]: 0 for r in report["rows"]}
+    assert f["forced"] == {r["username"]: [True, 16] for r in report["rows"] if r["kind"] == "fido2"}
     no_pin_anywhere(f, json.dumps(report), f["csv"], f["final"]["stdout"], f["final"]["stderr"])
     # A finished journal: its rerun needs no token (they are gone), does nothing and exits 0.
     assert f["rerun"]["rc"] == 0 and f["rerun"]["stderr"] == ""

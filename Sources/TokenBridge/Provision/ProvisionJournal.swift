@@ -19,9 +19,12 @@ public enum ProvisionStage: String, Sendable, Codable, Comparable {
   case pinSet
   /// A registration was started: the server may have taken it (a rerun asks before registering again).
   case registering
+  /// The server took the registration (its AAID and KeyID recorded); a fresh FIDO2 PIN is yet to be marked for
+  /// change (forcePINChange).
+  case registered
   case done
 
-  static let order: [ProvisionStage] = [.pending, .assigned, .pinChosen, .pinSet, .registering, .done]
+  static let order: [ProvisionStage] = [.pending, .assigned, .pinChosen, .pinSet, .registering, .registered, .done]
   public static func < (a: Self, b: Self) -> Bool { order.firstIndex(of: a)! < order.firstIndex(of: b)! }
 }
 
@@ -180,14 +183,27 @@ public final class ProvisionJournal: Sendable {
     }
   }
 
-  /// The row is done: its registration (AAID, KeyID) recorded and any PIN held here erased, in one transaction.
+  /// A note's sentence added after the row's note so far (three bindings of the sentence; NULL adds nothing).
+  static let noteAdded = "CASE WHEN ? IS NULL THEN note WHEN note IS NULL THEN ? ELSE note || ' ' || ? END"
+
+  /// The server took the row's registration: AAID and KeyID recorded, `note` added (stage `registered`).
+  public func registered(_ number: Int, aaid: String, keyID: String, note: String?) throws(ProvisionError) {
+    try write { db in
+      try db.execute(
+        "UPDATE plan SET stage = ?, aaid = ?, keyID = ?, note = \(Self.noteAdded) WHERE number = ?",
+        ProvisionStage.registered.rawValue, aaid, keyID, note, note, note, number)
+    }
+  }
+
+  /// The row is done: its registration (AAID, KeyID) recorded, `note` added to the row's, and any PIN held here
+  /// erased, in one transaction.
   public func finish(_ number: Int, aaid: String, keyID: String, note: String?) throws(ProvisionError) {
     try write { db in
       try db.execute(
         """
         UPDATE plan SET stage = ?, failed = 0, errorCode = NULL, errorMessage = NULL, aaid = ?, keyID = ?,
-        note = COALESCE(?, note) WHERE number = ?
-        """, ProvisionStage.done.rawValue, aaid, keyID, note, number)
+        note = \(Self.noteAdded) WHERE number = ?
+        """, ProvisionStage.done.rawValue, aaid, keyID, note, note, note, number)
       try db.execute("DELETE FROM heldPin WHERE number = ?", number)
     }
   }

@@ -71,6 +71,32 @@ enum ProvisionPIN {
     case .fido2(let key): try PasswordChange(interactionTimeout: timeout).setPIN(on: key, changer: changer)
     }
   }
+
+  /// Asks a FIDO2 key that takes authenticatorConfig's setMinPINLength to refuse `pin` until it is changed
+  /// (forcePINChange, CTAP 2.1 §6.11.4), through the PIN-attempt engine (tries read first, none sent in a cool-down,
+  /// never the last try). False when the key cannot be asked; true when it refuses the PIN now (already so: a killed
+  /// run's request was taken).
+  static func forceChange(_ pin: [UInt8], on key: DiscoveredFIDO2) throws(OperationError) -> Bool {
+    let info: FIDO2Info
+    do { info = try key.session.info() } catch { throw .token(error) }
+    guard FIDO2Session.canForcePINChange(info) else { return false }
+    if info.forcePINChange { return true }
+    let engine = PinAttempts(
+      token: key.info, kind: .pin, known: nil, readStatus: { () throws(TokenError) in try key.session.pinStatus() },
+      coolingDown: { key.session.powerCycleRequired })
+    return try engine.run(
+      ask: { round in
+        // Asked once: a second round means the key refused the PIN the run set a moment ago.
+        guard round.lastError == nil else { throw InputError.noMoreInput(expected: .pin) }
+        return Secret(pin)
+      },
+      check: { _ in nil },
+      confirmLast: { _ in false },
+      attempt: { (answer, _) throws(TokenError) -> Bool? in
+        try key.session.forcePINChange(pin: answer.bytes)
+        return true
+      })
+  }
 }
 
 /// The PINs a provisioning run already knows, answered once: a second question means the token refused the first

@@ -47,8 +47,10 @@ struct ProvisionWork: Sendable {
     let journal = ctx.journal
     do {
       if row.failed { try journal.retry(number) }
-      let pin = try pinStep(ctx)
-      try registrationStep(ctx, pin: pin)
+      let (pin, fresh) = try pinStep(ctx)
+      var registration = (aaid: row.aaid ?? "", keyID: row.keyID ?? "")
+      if row.stage < .registered { registration = try registrationStep(ctx, pin: pin) }
+      try finishStep(ctx, pin: pin, fresh: fresh, registration: registration)
       try PinVault.drop(nonce: ctx.nonce, number: number, journal: journal)
     } catch {
       let report = ErrorReport(error)
@@ -59,8 +61,9 @@ struct ProvisionWork: Sendable {
     try? journal.addSeconds(number, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
   }
 
-  /// The PIN the registration uses; the token has it once this returns (stage `pinSet`).
-  func pinStep(_ ctx: ProvisionContext) throws(OperationError) -> Secret {
+  /// The PIN the registration uses, and whether the run made it (sealed in the report); the token has it once this
+  /// returns (stage `pinSet`).
+  func pinStep(_ ctx: ProvisionContext) throws(OperationError) -> (Secret, fresh: Bool) {
     let journal = ctx.journal
     if row.stage >= .pinSet {
       if row.sealedPin != nil {
@@ -69,15 +72,16 @@ struct ProvisionWork: Sendable {
             try PinVault.take(nonce: ctx.nonce, number: number, journal: journal)
           })
         else { throw .provision(.pinLost(token: side)) }
-        return held
+        return (held, true)
       }
       guard let current = ctx.currentPIN else { throw .provision(.currentPINNeeded(tokens: [side])) }
-      return Secret(current)
+      return (Secret(current), false)
     }
     let token = try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil)
     let state = try ProvisionPIN.state(of: token)
     var note: String? = nil
     var pin: Secret
+    var fresh = true
     if row.stage == .pinChosen,
       let held = try provision({ () throws(ProvisionError) in
         try PinVault.take(nonce: ctx.nonce, number: number, journal: journal)
@@ -99,23 +103,24 @@ struct ProvisionWork: Sendable {
       }
       try ProvisionPIN.set(fresh, on: token, timeout: ctx.timeout)
       pin = Secret(fresh)
-      note =
-        token.info.kind == .piv
-        ? "PIV has no forced PIN change: ask the user to change the PIN at first use (tokenbridge pin change)."
-        : "The key has a fresh PIN; the user changes it at first use (tokenbridge pin change)."
+      // (A FIDO2 key's note comes with its forcePINChange, once registered: `finishStep`.)
+      if token.info.kind == .piv {
+        note = "PIV has no forced PIN change: ask the user to change the PIN at first use (tokenbridge pin change)."
+      }
     } else {
       if row.stage == .pinChosen { throw .provision(.pinLost(token: side)) }
       guard let current = ctx.currentPIN else { throw .provision(.currentPINNeeded(tokens: [side])) }
       pin = Secret(current)
+      fresh = false
     }
     try provision { () throws(ProvisionError) in try journal.advance(number, to: .pinSet, note: note) }
     ctx.emit(.init(event: .pinSet, row: number, username: row.row.username, token: side, message: nil))
-    return pin
+    return (pin, fresh)
   }
 
   /// Registers the row's user (or redeems its payload) with the token; adopts a killed run's registration the
-  /// server took.
-  func registrationStep(_ ctx: ProvisionContext, pin: Secret) throws(OperationError) {
+  /// server took. Returns the registration (stage `registered`).
+  func registrationStep(_ ctx: ProvisionContext, pin: Secret) throws(OperationError) -> (aaid: String, keyID: String) {
     let journal = ctx.journal
     var env = try UAFEnvironment(configuration: ctx.configuration, dataDirectory: ctx.dataDirectory)
     env.dispatchTargetFailed = nil
@@ -135,10 +140,10 @@ struct ProvisionWork: Sendable {
           ? "The registration of an interrupted run was found at the server and adopted."
           : "The registration of an interrupted run was found at the server; its slot was reused meanwhile."
         try provision { () throws(ProvisionError) in
-          try journal.finish(number, aaid: record.aaid, keyID: record.keyID, note: note)
+          try journal.registered(number, aaid: record.aaid, keyID: record.keyID, note: note)
         }
         ctx.emit(.init(event: .adopted, row: number, username: record.username, token: side, message: record.keyID))
-        return
+        return (record.aaid, record.keyID)
       }
     }
     // Not held by the server: it never took that registration, which is made again (and forgotten once it is).
@@ -163,9 +168,30 @@ struct ProvisionWork: Sendable {
     let record = try? env.localData.authenticators().first { $0.keyID == keyID }
     let aaid =
       record?.aaid ?? (tokens.infos.first?.kind == .fido2 ? ctx.configuration.fido2AAID : ctx.configuration.pivAAID)
-    try provision { () throws(ProvisionError) in try journal.finish(number, aaid: aaid, keyID: keyID, note: nil) }
+    try provision { () throws(ProvisionError) in try journal.registered(number, aaid: aaid, keyID: keyID, note: nil) }
     if let old = interrupted { try? env.localData.forgetInterrupted(keyIDs: [old.keyID]) }
     ctx.emit(.init(event: .registered, row: number, username: row.row.username, token: side, message: keyID))
+    return (aaid, keyID)
+  }
+
+  /// The row is done. A FIDO2 key given a fresh PIN is first asked to refuse it until it is changed (forcePINChange,
+  /// where the key takes authenticatorConfig); last, since a key that refuses its PIN can register nothing. PIV has
+  /// no such flag: its note says so (set with the PIN).
+  func finishStep(_ ctx: ProvisionContext, pin: Secret, fresh: Bool, registration: (aaid: String, keyID: String))
+    throws(OperationError)
+  {
+    var note: String? = nil
+    if fresh, case .fido2(let key) = try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil) {
+      note =
+        try ProvisionPIN.forceChange(pin.bytes, on: key)
+        ? "The key refuses this PIN until it is changed (forcePINChange): the user changes it at first use "
+          + "(tokenbridge pin change)."
+        : "The key cannot be made to refuse this PIN until it is changed (no authenticatorConfig): ask the user to "
+          + "change it at first use (tokenbridge pin change)."
+    }
+    try provision { () throws(ProvisionError) in
+      try ctx.journal.finish(number, aaid: registration.aaid, keyID: registration.keyID, note: note)
+    }
   }
 }
 

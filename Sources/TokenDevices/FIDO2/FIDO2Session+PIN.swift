@@ -45,4 +45,24 @@ extension FIDO2Session {
     if old != nil { coolDown.pinAccepted(for: ref) }
     infoChanged()  // clientPin is now true, forcePINChange false
   }
+
+  /// Whether the key takes authenticatorConfig's setMinPINLength (getInfo options `authnrCfg` and `setMinPINLength`
+  /// true; CTAP 2.1 §6.11.4), so `forcePINChange` can be asked of it.
+  public static func canForcePINChange(_ info: FIDO2Info) -> Bool {
+    info.options["authnrCfg"] == true && info.options["setMinPINLength"] == true
+  }
+
+  /// Asks the key to refuse its PIN until it is changed (authenticatorConfig setMinPINLength with forceChangePin,
+  /// `fido_dev_force_pin_change`: a token with the acfg permission from `pin`). Afterwards getInfo's
+  /// forcePINChange is true and every PIN token request fails with PIN_POLICY_VIOLATION until changePIN.
+  public func forcePINChange(pin: [UInt8]) throws(TokenError) {
+    trace?("fido2 > authenticatorConfig setMinPINLength forceChangePin <redacted PIN>")
+    let rc = try call("authenticatorConfig", deadlines.commandMs) { dev in
+      Self.withCString(pin) { p in fido_dev_force_pin_change(dev, p) }
+    }
+    trace?("fido2 < \(rc == FIDO_OK ? "OK" : String(cString: fido_strerr(rc)))")
+    guard rc == FIDO_OK else { throw pinAwareError(rc, "authenticatorConfig") }
+    coolDown.pinAccepted(for: ref)
+    infoChanged()  // forcePINChange is now true
+  }
 }

@@ -54,23 +54,26 @@ public struct FIDO2Profile: Sendable {
   /// The key as written from the CTAP 2.1 specification (the default).
   public static let ctap21 = FIDO2Profile(
     name: "ctap21", versions: ["FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
-    commands: [0x01, 0x02, 0x04, 0x06, 0x07, 0x0A, 0x0B, 0x41],
+    commands: [0x01, 0x02, 0x04, 0x06, 0x07, 0x0A, 0x0B, 0x0D, 0x41],
     options: [
       ("rk", true), ("up", true), ("plat", false), ("pinUvAuthToken", true), ("credMgmt", true),
-      ("credentialMgmtPreview", true),
+      ("credentialMgmtPreview", true), ("authnrCfg", true), ("setMinPINLength", true),
     ],
     pinProtocols: [2, 1], ctap21InfoFields: true, listLimits: nil, unsupportedPINRequest: .invalidParameter,
     getRetriesChecksProtocol: false, reportsPowerCycleState: true, setPINWhenSet: .pinAuthInvalid,
     legacyTokenPermissions: 0x03, pinTokenLength: 32, blockedOnLastFailure: true, lockoutRefusesEverything: false,
     bindsTokenToRP: true, emptyCredentialManagementWhenNone: false, rpNameIsUserName: false)
 
-  /// A CTAP 2.0 key as the spec reads (`--ctap20`): FIDO_2_0 only, PIN protocol 1, pinUvAuthToken false;
-  /// protocol 2 and 0x09 refused with INVALID_PARAMETER before any PIN check. Otherwise as `ctap21`.
+  /// A CTAP 2.0 key as the spec reads (`--ctap20`): FIDO_2_0 only, PIN protocol 1, pinUvAuthToken false, no
+  /// authenticatorConfig; protocol 2 and 0x09 refused with INVALID_PARAMETER before any PIN check. Otherwise as
+  /// `ctap21`.
   public static let ctap20: FIDO2Profile = {
     var p = ctap21
     p.name = "ctap20"
     p.versions = ["FIDO_2_0"]
-    p.options = p.options.map { $0.0 == "pinUvAuthToken" ? ($0.0, false) : $0 }
+    p.options = p.options.filter { !["authnrCfg", "setMinPINLength"].contains($0.0) }
+      .map { $0.0 == "pinUvAuthToken" ? ($0.0, false) : $0 }
+    p.commands.remove(0x0D)
     p.pinProtocols = [1]
     return p
   }()
@@ -100,6 +103,7 @@ public struct FIDO2Profile: Sendable {
     p.name = "canokey"
     p.versions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1"]
     p.options = [("rk", true), ("credMgmt", true), ("pinUvAuthToken", true), ("makeCredUvNotRqd", true)]
+    p.commands.remove(0x0D)
     p.pinProtocols = [1, 2]
     p.ctap21InfoFields = false
     p.listLimits = (8, 70)

@@ -81,6 +81,7 @@ enum CTAP2Status: UInt8 {
   case pinNotSet = 0x35
   case puatRequired = 0x36
   case pinPolicyViolation = 0x37
+  case invalidSubcommand = 0x3E
   case unauthorizedPermission = 0x40
   case other = 0x7F
 }

@@ -117,8 +117,10 @@ extension VirtualFIDO2Key {
     if withPermissions {
       guard let perm = p[int: 9]?.int, perm > 0, perm <= 0xFF else { return .failure(.init(.missingParameter)) }
       permissions = UInt8(perm)
-      // mc (0x01), ga (0x02), cm (0x04: credential management); no be, lbw, acfg.
-      guard permissions & ~0x07 == 0 else { return .failure(.init(.unauthorizedPermission)) }
+      // mc (0x01), ga (0x02), cm (0x04: credential management), acfg (0x20) where authenticatorConfig is offered;
+      // no be, lbw.
+      let offered: UInt8 = configSupported ? 0x27 : 0x07
+      guard permissions & ~offered == 0 else { return .failure(.init(.unauthorizedPermission)) }
     } else if p[int: 9] != nil || p[int: 10] != nil {
       return .failure(.init(.invalidParameter))
     }

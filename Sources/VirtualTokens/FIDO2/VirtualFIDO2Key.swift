@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// A CTAP 2.1 authenticator (getInfo, clientPIN protocols 1 and 2, makeCredential/getAssertion with ES256 and
-/// hmac-secret and discoverable credentials, credential management, reset), written from the CTAP 2.1
+/// hmac-secret and discoverable credentials, credential management, authenticatorConfig's setMinPINLength, reset),
+/// written from the CTAP 2.1
 /// specification; shares no code with the client.
 public final class VirtualFIDO2Key: @unchecked Sendable {
   public internal(set) var state: FIDO2State
@@ -72,6 +73,7 @@ public final class VirtualFIDO2Key: @unchecked Sendable {
     case 0x07: result = reset()
     case 0x0A, 0x41: result = credentialManagement(params)
     case 0x0B: result = touch().map { nil }
+    case 0x0D: result = configSupported ? config(params) : .failure(.init(.invalidCommand))
     default: result = .failure(.init(.invalidCommand))
     }
     switch result {
