@@ -8,7 +8,8 @@ provision`. Each scenario prints one JSON object of facts for the test to check:
 here, signs in with each PIN, and reruns the finished journal with every token gone. `kill` kills the run with SIGKILL
 at three points (tokens assigned; a PIN set; a registration the server took but had not answered) and reruns it
 after each; before the last rerun another command opens the local data (its repair must not lose the pending
-record). `faulty` blocks one card's PIN first. `refusals` runs what must be refused. Every child's argv is sampled from
+record). `faulty` blocks one card's PIN first. `payloads` registers through out-of-band payloads the RP issued
+(QR text and links; one expired). `refusals` runs what must be refused. Every child's argv is sampled from
 /proc during the runs (`argv`), to be searched for PINs."""
 import base64
 import json
@@ -281,13 +282,39 @@ def refusals(desk, cards, keys):
     return out
 
 
+def dispatch_payload(username):
+    """A registration the RP dispatches for `username` out of band: the QR code's text (base64url of the payload)."""
+    t = rp("POST", "/nevisfido/token/create/registration", {"op": "Reg", "context": json.dumps({"username": username})})
+    body = {"nma_data": {"token": t["token"], "redeem_url": t["redeem_url"], "data": "Welcome"},
+            "nma_data_content_type": "application/json", "nma_data_version": "1"}
+    return base64.urlsafe_b64encode(json.dumps(body).encode()).rstrip(b"=").decode(), t["sessionId"]
+
+
+def payloads(desk, cards, keys):
+    """Rows with an out-of-band registration the RP issued for their user, as QR text or as a link; one whose token
+    expired before the run (the server refuses it: that row fails alone)."""
+    rows, expired = [], None
+    for i in range(cards + keys):
+        user = f"oob{i:02d}"
+        text, session = dispatch_payload(user)
+        if i == 1:
+            rp("POST", "/_admin/expire", {"sessionId": session})
+            expired = user
+        link = f"https://app.example/open?dispatchTokenResponse={text}"
+        rows.append(f"{user},,{'piv' if i < cards else 'fido2'},{link if i % 2 else text}")
+    desk.plan("username,serial,kind,payload\n" + "\n".join(rows) + "\n")
+    first = desk.run()
+    return dict(desk.facts(), first=first, expired=expired)
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     cards, keys = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) == 4 else (8, 8)
     with tempfile.TemporaryDirectory() as work:
         desk = Desk(work, cards, keys)
         try:
-            result = {"full": full, "kill": kill, "faulty": faulty, "refusals": refusals}[scenario](desk, cards, keys)
+            result = {"full": full, "kill": kill, "faulty": faulty, "refusals": refusals,
+                      "payloads": payloads}[scenario](desk, cards, keys)
         finally:
             desk.stop()
         print(json.dumps(result))

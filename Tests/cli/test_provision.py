@@ -122,6 +122,19 @@ def test_a_token_with_a_blocked_pin_fails_alone_with_its_code():
     assert len(f["registrations"]) == 15
 
 
+def test_rows_with_an_out_of_band_payload_register_through_it_and_an_expired_one_fails_alone():
+    f = scenario("payloads", 2, 2)
+    assert f["first"]["rc"] == 2
+    rows = {r["username"]: r for r in f["report"]["rows"]}
+    assert rows[f["expired"]]["status"] == "failed" and rows[f["expired"]]["error"]["code"] == 28  # token expired
+    done = [r for r in f["report"]["rows"] if r["status"] == "done"]
+    assert len(done) == 3 and sorted(r["kind"] for r in done) == ["fido2", "fido2", "piv"]
+    # Registered at the RP under the user the payload names, with the report's KeyIDs; the sealed PINs sign in.
+    assert {(g["username"], g["keyID"]) for g in f["registrations"]} == {(r["username"], r["keyID"]) for r in done}
+    assert f["signIn"] == {r["username"]: 0 for r in done}
+    no_pin_anywhere(f, json.dumps(f["report"]), f["first"]["stdout"], f["first"]["stderr"])
+
+
 def test_refusals_change_no_token():
     f = scenario("refusals", 2, 2)
     assert f["noRecipient"]["rc"] == 64 and "--pin-recipient" in f["noRecipient"]["stderr"]
