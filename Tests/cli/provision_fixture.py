@@ -9,7 +9,7 @@ here, signs in with each PIN, and reruns the finished journal with every token g
 at three points (tokens assigned; a PIN set; a registration the server took but had not answered) and reruns it
 after each; before the last rerun another command opens the local data (its repair must not lose the pending
 record). `faulty` blocks one card's PIN first. `payloads` registers through out-of-band payloads the RP issued
-(QR text and links; one expired). `refusals` runs what must be refused. Every child's argv is sampled from
+(QR text and links; one expired). `late` runs with `--wait` while tokens are plugged in. `refusals` runs what must be refused. Every child's argv is sampled from
 /proc during the runs (`argv`), to be searched for PINs."""
 import base64
 import json
@@ -66,7 +66,7 @@ class Desk:
                         pass
             time.sleep(0.002)
 
-    def start(self, *extra, recipient=True, pin=None):
+    def start(self, *extra, recipient=True, pin=None, env=None):
         args = [TOKENBRIDGE, "provision", "--plan", str(self.work / "plan.csv"), "--journal", self.journal,
                 "--report", str(self.work / "report.json"), "--csv", str(self.work / "report.csv"),
                 "--server", SERVER, *extra]
@@ -79,7 +79,7 @@ class Desk:
             os.close(w)
             args += ["--pin-fd", str(r)]
             fds = (r,)
-        p = subprocess.Popen(args, env=self.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        p = subprocess.Popen(args, env=env or self.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, pass_fds=fds, start_new_session=True)
         for fd in fds:
             os.close(fd)
@@ -307,14 +307,28 @@ def payloads(desk, cards, keys):
     return dict(desk.facts(), first=first, expired=expired)
 
 
+def late(desk, cards, keys):
+    """`--wait`: one card and one key present at the start, one more of each plugged in while the run waits; a fifth
+    row never gets a token, so the wait ends `--timeout` seconds after the last arrival, with that row pending."""
+    desk.plan("username,kind\nearlycard,piv\nearlykey,fido2\nlatecard,piv\nlatekey,fido2\nnobody,piv\n")
+    late_key = str(desk.work / "key1.sock")
+    env = dict(desk.env(), TOKENBRIDGE_VIRTUAL_FIDO=desk.env()["TOKENBRIDGE_VIRTUAL_FIDO"] + ":" + late_key)
+    p = desk.start("--wait", "--timeout", "6", env=env)
+    waited = wait_for(lambda: desk.stages().count("done") == 2, timeout=120)
+    desk.tokens.add_card(1)
+    desk.tokens.add_key(1)
+    out, err = p.communicate(timeout=300)
+    return dict(desk.facts(), first={"rc": p.returncode, "stdout": out, "stderr": err}, waited=waited)
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     cards, keys = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) == 4 else (8, 8)
     with tempfile.TemporaryDirectory() as work:
         desk = Desk(work, cards, keys)
         try:
-            result = {"full": full, "kill": kill, "faulty": faulty, "refusals": refusals,
-                      "payloads": payloads}[scenario](desk, cards, keys)
+            result = {"full": full, "kill": kill, "faulty": faulty, "refusals": refusals, "payloads": payloads,
+                      "late": late}[scenario](desk, cards, keys)
         finally:
             desk.stop()
         print(json.dumps(result))

@@ -135,6 +135,19 @@ def test_rows_with_an_out_of_band_payload_register_through_it_and_an_expired_one
     no_pin_anywhere(f, json.dumps(f["report"]), f["first"]["stdout"], f["first"]["stderr"])
 
 
+def test_with_wait_tokens_plugged_in_during_the_run_take_the_rows_left():
+    f = scenario("late", 1, 1)
+    assert f["waited"]
+    rows = {r["username"]: r for r in f["report"]["rows"]}
+    assert [rows[u]["status"] for u in ("earlycard", "earlykey", "latecard", "latekey", "nobody")] == [
+        "done", "done", "done", "done", "pending"]
+    assert f["first"]["rc"] == 2  # the wait ended with a row still without a token
+    assert rows["latecard"]["serial"] == "6100001" and rows["latekey"]["kind"] == "fido2"
+    assert "waiting for tokens" in f["first"]["stderr"]
+    assert sorted(g["username"] for g in f["registrations"]) == ["earlycard", "earlykey", "latecard", "latekey"]
+    assert f["signIn"] == {u: 0 for u in ("earlycard", "earlykey", "latecard", "latekey")}
+
+
 def test_refusals_change_no_token():
     f = scenario("refusals", 2, 2)
     assert f["noRecipient"]["rc"] == 64 and "--pin-recipient" in f["noRecipient"]["stderr"]

@@ -9,6 +9,8 @@ public struct ProvisionEvent: Encodable, Sendable, Equatable {
     case pinSet = "pin-set"
     case registered, adopted, done, failed, pending
     case unusedToken = "unused-token"
+    /// `--wait`: rows still without a token (`message`: how many) wait for tokens to be plugged in.
+    case waiting
   }
   public var event: Kind
   public var row: Int?

@@ -17,6 +17,9 @@ public struct Provisioning {
   public var facetID: String?
   public var configuration: Configuration
   public var dataDirectory: URL = Configuration.dataDirectory
+  /// `--wait`: once the tokens present are worked, tokens plugged in later take the rows still without one, until
+  /// every row has one or this many seconds pass without a token arriving.
+  public var waitSeconds: Double?
 
   /// Tokens worked at once at most, whatever `--parallel` or the number of tokens.
   public static let maxParallel = 32
@@ -67,11 +70,70 @@ public struct Provisioning {
         row: r, interrupted: left?.first { $0.username == r.row.username || r.row.payload != nil })
     }
     Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
-    let after = try provision { () throws(ProvisionError) in try journal.rows() }
+    var after = try provision { () throws(ProvisionError) in try journal.rows() }
     for r in after where r.stage == .done && work.contains(where: { $0.row.number == r.row.number }) {
       emit(.init(event: .done, row: r.row.number, username: r.row.username, token: r.sideID, message: r.keyID))
     }
-    return ProvisionReport(rows: after, unused: unused)
+    var unusedNow = unused
+    if let seconds = waitSeconds {
+      (after, unusedNow) = try late(seconds: seconds, known: Set(listing.tokens.map(\.id)), context: context)
+    }
+    return ProvisionReport(rows: after, unused: unusedNow)
+  }
+
+  /// `--wait`: rows without a token take tokens plugged in meanwhile (each worked as it comes, as the first ones
+  /// were), until none is left without one or `seconds` pass without an arrival. A late token that needs what the
+  /// run was not given (`--pin-recipient`, `--pin-fd`) fails its row alone: the rows already done stand. Returns the
+  /// journal's rows and the tokens no row took.
+  func late(seconds: Double, known: Set<String>, context: ProvisionContext) throws(OperationError) -> (
+    [ProvisionJournalRow], [String]
+  ) {
+    let journal = context.journal
+    let emit = context.emit
+    var seen = known
+    var deadline = DispatchTime.now() + seconds
+    var unused: [String] = []
+    var told = 0  // the number of rows last said to wait: said again only when it changes
+    while true {
+      var rows = try provision { () throws(ProvisionError) in try journal.rows() }
+      let waiting = rows.filter { $0.stage == .pending }
+      guard !waiting.isEmpty else { return (rows, unused) }
+      let arrival = TokenArrival()  // before the listing: a token that comes while it runs is not missed
+      let tokens = (try? TokenListing(trace: nil).tokens) ?? []
+      let fresh = tokens.filter { !seen.contains($0.id) }
+      if fresh.isEmpty {
+        if waiting.count != told {
+          emit(.init(event: .waiting, row: nil, username: nil, token: nil, message: "\(waiting.count)"))
+          told = waiting.count
+        }
+        // Events first, a look again every 3 s besides (one arrival gives no PC/SC event: `TokenWait`).
+        let relook = DispatchTime.now() + 3
+        if !arrival.wait(until: min(deadline, relook)) && DispatchTime.now() >= deadline { return (rows, unused) }
+        continue
+      }
+      seen.formUnion(fresh.map(\.id))
+      let before = Set(rows.filter { $0.stage == .pending }.map(\.row.number))
+      unused += try assign(&rows, tokens: fresh, journal: journal, emit: emit)
+      let work = rows.filter { before.contains($0.row.number) && $0.stage == .assigned }
+      var tasks: [ProvisionWork] = []
+      for r in work {
+        do { try refuse([r], tokens: fresh) } catch {
+          let report = ErrorReport(error)
+          try? journal.fail(r.row.number, code: Int(report.status.rawValue), message: report.message)
+          emit(
+            .init(event: .failed, row: r.row.number, username: r.row.username, token: r.sideID, message: report.message)
+          )
+          continue
+        }
+        tasks.append(ProvisionWork(row: r, interrupted: nil))
+      }
+      Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
+      let done = try provision { () throws(ProvisionError) in try journal.rows() }
+      for r in done where r.stage == .done && tasks.contains(where: { $0.row.row.number == r.row.number }) {
+        emit(.init(event: .done, row: r.row.number, username: r.row.username, token: r.sideID, message: r.keyID))
+      }
+      deadline = DispatchTime.now() + seconds
+    }
   }
 
   /// Works `tasks`, `parallel` at once, each on a thread of its own (token I/O blocks; the work is waiting, not

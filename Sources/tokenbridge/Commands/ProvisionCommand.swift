@@ -12,8 +12,10 @@ struct Provision: ParsableCommand {
       Every token present is given a row of PLAN.csv (username, and optionally serial, kind, payload): rows naming \
       a serial first, then in order. A token at its factory PIN (or without one) gets a fresh random PIN, sealed \
       with age to --pin-recipient; a token with its own PIN needs it on --pin-fd. Then the row's user is \
-      registered at the server (or the row's out-of-band payload is redeemed). The journal makes a rerun finish \
-      only what is not done. Exit 0 when every row is done, 2 when some are not.
+      registered at the server (or the row's out-of-band payload is redeemed). With --wait, tokens plugged in \
+      during the run take the rows still without one, until every row has one or --timeout seconds pass without \
+      a token arriving. The journal makes a rerun finish only what is not done. Exit 0 when every row is done, 2 \
+      when some are not.
       """)
   @OptionGroup var options: GlobalOptions
   @OptionGroup var serverOptions: ServerOptions
@@ -46,6 +48,7 @@ struct Provision: ParsableCommand {
       p.recipient = pinRecipient
       p.currentPIN = current?.bytes
       p.parallel = parallel
+      if options.wait { p.waitSeconds = configuration.interactionTimeout }
       p.server = serverOptions.server
       p.facetID = serverOptions.facetId
       let json = options.json
@@ -82,6 +85,7 @@ struct Provision: ParsableCommand {
     case .failed: what = "failed: \(e.message ?? "")"
     case .pending: what = "pending (no token for it here)"
     case .unusedToken: what = "no row for this token; left alone"
+    case .waiting: what = "waiting for tokens: rows without one: \(e.message ?? "") (plug them in)"
     }
     return "provision: \(who): \(what)"
   }
