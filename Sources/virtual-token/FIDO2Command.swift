@@ -39,8 +39,13 @@ struct FIDO2: ParsableCommand {
   var profile = "ctap21"
   @Flag(help: "Same as --profile ctap20.") var ctap20 = false
   @Flag(help: "Leave out getPINRetries' powerCycleState, whatever the profile.") var noPowerCycleState = false
+  @Option(help: "Answer as slowly as a real token: none (default) or yubikey5 (per-command waits, HardwareNotes.md).")
+  var latency = "none"
 
   func validate() throws {
+    guard LatencyProfile.named(latency) != nil else {
+      throw ValidationError("--latency must be one of: \(LatencyProfile.all.map(\.name).joined(separator: ", "))")
+    }
     guard UserPresence(rawValue: presence) != nil else {
       throw ValidationError("--presence must be auto, deny, timeout or wait")
     }
@@ -74,6 +79,7 @@ struct FIDO2: ParsableCommand {
     let server = CTAPHIDServer(key: key, path: socket, log: log)
     server.logRequests = logRequests
     server.engine.pause = pauseDir.map(RequestPause.init(directory:))
+    server.engine.latency = LatencyProfile.named(latency)!
     let sources = handleSignals(
       [
         (SIGUSR1, { server.replug() }), (SIGUSR2, { key.touchNow() }), (SIGTERM, { server.stop() }),

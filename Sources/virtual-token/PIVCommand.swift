@@ -64,7 +64,13 @@ struct PIV: ParsableCommand {
   @Option(help: "Test hook: cut a flow at its k-th APDU, driven through files in this directory (RequestPause).")
   var pauseDir: String?
 
+  @Option(help: "Answer as slowly as a real token: none (default) or yubikey5 (per-command waits, HardwareNotes.md).")
+  var latency = "none"
+
   func validate() throws {
+    guard LatencyProfile.named(latency) != nil else {
+      throw ValidationError("--latency must be one of: \(LatencyProfile.all.map(\.name).joined(separator: ", "))")
+    }
     guard vpcdAddress != nil else { throw ValidationError("--vpcd must be HOST:PORT, e.g. 127.0.0.1:35963") }
     guard firmwareBytes != nil else { throw ValidationError("--firmware must be MAJOR.MINOR.PATCH, e.g. 5.4.3") }
     guard ["3des", "aes192"].contains(managementAlgorithm) else {
@@ -133,6 +139,7 @@ struct PIV: ParsableCommand {
     let (host, port) = vpcdAddress!
     let link = VPCDLink(host: host, port: port, card: card, log: log)
     link.pause = pauseDir.map(RequestPause.init(directory:))
+    link.latency = LatencyProfile.named(latency)!
     link.inserted = !removed
 
     let sources = handleSignals(

@@ -60,8 +60,14 @@ struct USBIP: ParsableCommand {
   var unplugControl: String?
   @Option(help: "Append one line per request to this file (headers only, never data; see below).")
   var requestLog: String?
+  @Option(
+    help: "Answer as slowly as a real token: none (default) or yubikey5 (the keys and cards this command serves).")
+  var latency = "none"
 
   func validate() throws {
+    guard LatencyProfile.named(latency) != nil else {
+      throw ValidationError("--latency must be one of: \(LatencyProfile.all.map(\.name).joined(separator: ", "))")
+    }
     guard PullSwitch.Mode(rawValue: unplugMode) != nil else {
       throw ValidationError("--unplug-mode must be processed or dropped")
     }
@@ -110,7 +116,9 @@ struct USBIP: ParsableCommand {
         key.onStateChange = { s in
           do { try s.save(url) } catch { log("cannot save state: \(error)") }
         }
-        fido = FIDOHIDFunction(engine: CTAPHIDEngine(key: key, log: log))
+        let engine = CTAPHIDEngine(key: key, log: log)
+        engine.latency = LatencyProfile.named(latency)!
+        fido = FIDOHIDFunction(engine: engine)
       }
       if kind == .ccid || kind == .composite {
         let url = dir.appendingPathComponent("\(bus).piv.json")
@@ -124,6 +132,7 @@ struct USBIP: ParsableCommand {
           do { try s.save(url) } catch { log("cannot save state: \(error)") }
         }
         ccid = CCIDFunction(card: card, log: log)
+        ccid?.latency = LatencyProfile.named(latency)!
       }
       let device = VirtualUSBDevice(
         kind: kind, serial: String(number), usbSerial: !noUSBSerial, fido: fido, ccid: ccid)

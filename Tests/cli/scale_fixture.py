@@ -54,13 +54,14 @@ class Tokens:
 
     cards = 0
 
-    def add_card(self, i):
+    def add_card(self, i, latency=None):
+        """Card i in vpcd reader i; `latency`: a `virtual-token --latency` profile (yubikey5), none by default."""
         self.cards = max(self.cards, i + 1)
         log = open(self.work / f"card{i}.log", "w")
         self.logs.append(log)
         self.procs.append(subprocess.Popen(
             [VIRTUAL_TOKEN, "piv", "--state", str(self.work / f"card{i}.json"), "--vpcd", f"127.0.0.1:{35963 + i}",
-             "--serial", str(6_100_000 + i)], stderr=log))
+             "--serial", str(6_100_000 + i), *(["--latency", latency] if latency else [])], stderr=log))
         self.card_procs[i] = self.procs[-1]
 
     def take_out(self, cards):
@@ -73,12 +74,13 @@ class Tokens:
         for i in cards:
             self.card_procs[i].send_signal(signal.SIGUSR2)
 
-    def add_key(self, i):
+    def add_key(self, i, latency=None):
         sock = str(self.work / f"key{i}.sock")
         log = open(sock + ".log", "w")
         self.logs.append(log)
         self.procs.append(subprocess.Popen(
-            [VIRTUAL_TOKEN, "fido2", "--socket", sock, "--state", str(self.work / f"key{i}.json")], stderr=log))
+            [VIRTUAL_TOKEN, "fido2", "--socket", sock, "--state", str(self.work / f"key{i}.json"),
+             *(["--latency", latency] if latency else [])], stderr=log))
         self.sockets.append(sock)
 
     def wait(self, cards, keys, timeout=30.0):

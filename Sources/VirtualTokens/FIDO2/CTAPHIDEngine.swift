@@ -16,6 +16,9 @@ public final class CTAPHIDEngine: @unchecked Sendable {
   public var logRequests = false
   /// Test hook: cuts a flow at its k-th CTAPHID message (`RequestPause`).
   public var pause: RequestPause?
+  /// How long the key takes to answer each CTAP command (`LatencyProfile`; none by default). The wait holds `busy`,
+  /// as a real key's one processor is busy meanwhile.
+  public var latency = LatencyProfile.none
 
   public init(key: VirtualFIDO2Key, log: @escaping (String) -> Void) {
     self.key = key
@@ -142,7 +145,9 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         let reply = engine.busy.withLock {
           key.waitingForTouch = { [weak self] in self?.send(cid, 0xBB, [2]) }  // KEEPALIVE UP_NEEDED
           defer { key.waitingForTouch = nil }
-          return key.serving(.init(port: ObjectIdentifier(self), channel: cid)) { key.handle(data) }
+          let reply = key.serving(.init(port: ObjectIdentifier(self), channel: cid)) { key.handle(data) }
+          LatencyProfile.wait(engine.latency.fido2Delay(data))
+          return reply
         }
         send(cid, 0x90, reply)
       default: sendError(cid, 0x01)  // INVALID_CMD (MSG too: no U2F, NMSG is set)

@@ -187,6 +187,8 @@ public final class CCIDFunction: @unchecked Sendable {
   static let maxMessage = 3072
   /// How often a long command (RSA key generation) asks the host for more time (bmCommandStatus 2).
   public var timeExtensionInterval: Double = 1.0
+  /// How long the card takes to answer each APDU (`LatencyProfile`; none by default); set before the first attach.
+  public var latency = LatencyProfile.none
 
   public let card: VirtualPIVCard
   let work = DispatchQueue(label: "ccid-slot")
@@ -368,6 +370,7 @@ public final class CCIDFunction: @unchecked Sendable {
     }
     timer.resume()
     let response = card.process(apdu)
+    LatencyProfile.wait(latency.pivDelay(apdu))
     guardLock.withLock { done = true }
     timer.cancel()
     return response

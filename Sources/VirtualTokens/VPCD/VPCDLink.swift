@@ -18,6 +18,8 @@ public final class VPCDLink: @unchecked Sendable {
   var fd: Int32 = -1
   /// Test hook: cuts a flow at its k-th APDU (`RequestPause`).
   public var pause: RequestPause?
+  /// How long the card takes to answer each APDU (`LatencyProfile`; none by default).
+  public var latency = LatencyProfile.none
 
   public init(host: String, port: UInt16, card: VirtualPIVCard, log: @escaping (String) -> Void) {
     self.host = host
@@ -108,6 +110,7 @@ public final class VPCDLink: @unchecked Sendable {
       }
       let card = self.card
       let reply = pause.map { $0.around({ card.process(payload) }, dropped: [0x6F, 0x00])! } ?? card.process(payload)
+      LatencyProfile.wait(latency.pivDelay(payload))
       guard send(s, reply) else { return }
     }
   }
