@@ -40,6 +40,10 @@ struct ProvisionWork: Sendable {
   let row: ProvisionJournalRow
   /// The pending registration a killed run left on this token (`LocalData.interruptedRegistrations`), if any.
   let interrupted: AuthenticatorRecord?
+  /// Where the row's token was in the run's listing: its card's reader, or none for a FIDO2 key (nil: unknown).
+  /// Each lookup asks only there (`TokenDiscovery.cardReaders`): rows worked side by side then do not connect to
+  /// every card, each waiting for the transactions the others hold.
+  var cardReaders: Set<String>? = nil
 
   var number: Int { row.row.number }
   var side: String { row.sideID ?? row.tokenID ?? "" }
@@ -63,6 +67,16 @@ struct ProvisionWork: Sendable {
     try? journal.addSeconds(number, Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
   }
 
+  /// The row's token, looked up where the listing saw it; anywhere when it is not there any more (moved to
+  /// another reader meanwhile).
+  func token() throws(OperationError) -> AnyToken {
+    var selection = TokenSelection(includePUK: false)
+    selection.discovery.cardReaders = cardReaders
+    do { return try selection.chooseAny(id: side, selector: nil) } catch .tokenNotFound where cardReaders != nil {
+      return try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil)
+    }
+  }
+
   /// The PIN the registration uses, and whether the run made it (sealed in the report); the token has it once this
   /// returns (stage `pinSet`).
   func pinStep(_ ctx: ProvisionContext) throws(OperationError) -> (Secret, fresh: Bool) {
@@ -79,7 +93,7 @@ struct ProvisionWork: Sendable {
       guard let current = ctx.currentPIN else { throw .provision(.currentPINNeeded(tokens: [side])) }
       return (Secret(current), false)
     }
-    let token = try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil)
+    let token = try token()
     let state = try ProvisionPIN.state(of: token)
     var note: String? = nil
     var pin: Secret
@@ -150,7 +164,12 @@ struct ProvisionWork: Sendable {
     }
     // Not held by the server: it never took that registration, which is made again (and forgotten once it is).
     try provision { () throws(ProvisionError) in try journal.advance(number, to: .registering) }
-    let tokens = try env.tokens(id: side, trace: nil, details: false, touchCue: { _ in })
+    var tokens: UAFTokens
+    do {
+      tokens = try env.tokens(id: side, trace: nil, details: false, cardReaders: cardReaders, touchCue: { _ in })
+    } catch .tokenNotFound where cardReaders != nil {
+      tokens = try env.tokens(id: side, trace: nil, details: false, touchCue: { _ in })
+    }
     let verifier = ScriptedPins(current: pin.bytes, new: [])
     let keyID: String
     if let payload = row.row.payload {
@@ -183,7 +202,7 @@ struct ProvisionWork: Sendable {
     throws(OperationError)
   {
     var note: String? = nil
-    if fresh, case .fido2(let key) = try TokenSelection(includePUK: false).chooseAny(id: side, selector: nil) {
+    if fresh, case .fido2(let key) = try token() {
       note =
         try ProvisionPIN.forceChange(pin.bytes, on: key)
         ? "The key refuses this PIN until it is changed (forcePINChange): the user changes it at first use "

@@ -63,11 +63,22 @@ public struct Provisioning {
       journal: journal, nonce: nonce, configuration: configuration, dataDirectory: dataDirectory, server: server,
       facetID: facetID, sealer: sealer, currentPIN: currentPIN, timeout: configuration.interactionTimeout, emit: emit)
     // A row a killed run left registering: the newest registration of its user that a run left pending on its token
-    // (kept by the local data however many runs or other processes opened it since).
+    // (kept by the local data however many runs or other processes opened it since), or one the run had confirmed
+    // locally when it was killed, before its journal said so.
+    let registered = (try? env.localData.authenticators()) ?? []
     let tasks = work.map { r in
-      let left = r.stage == .registering ? (try? env.localData.interruptedRegistrations(tokenID: r.sideID ?? "")) : nil
-      return ProvisionWork(
-        row: r, interrupted: left?.first { $0.username == r.row.username || r.row.payload != nil })
+      let mine: (AuthenticatorRecord) -> Bool = {
+        $0.tokenID == r.sideID && ($0.username == r.row.username || r.row.payload != nil)
+      }
+      var candidate: AuthenticatorRecord? = nil
+      if r.stage == .registering {
+        let left = (try? env.localData.interruptedRegistrations(tokenID: r.sideID ?? "")) ?? []
+        candidate = (left.filter(mine) + registered.filter { mine($0) && $0.server == server })
+          .max { $0.createdAt < $1.createdAt }
+      }
+      var w = ProvisionWork(row: r, interrupted: candidate)
+      w.cardReaders = Self.cardReaders(of: r.sideID, in: listing.tokens)
+      return w
     }
     Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
     var after = try provision { () throws(ProvisionError) in try journal.rows() }
@@ -125,7 +136,9 @@ public struct Provisioning {
           )
           continue
         }
-        tasks.append(ProvisionWork(row: r, interrupted: nil))
+        var w = ProvisionWork(row: r, interrupted: nil)
+        w.cardReaders = Self.cardReaders(of: r.sideID, in: fresh)
+        tasks.append(w)
       }
       Self.runAll(tasks, parallel: min(parallel ?? tasks.count, Self.maxParallel), context: context)
       let done = try provision { () throws(ProvisionError) in try journal.rows() }
@@ -134,6 +147,13 @@ public struct Provisioning {
       }
       deadline = DispatchTime.now() + seconds
     }
+  }
+
+  /// Where the listing saw the token side `id`: a card's reader, or no reader for a FIDO2 key (nil: not listed).
+  static func cardReaders(of id: String?, in tokens: [TokenInfo]) -> Set<String>? {
+    guard let side = tokens.flatMap(\.sides).first(where: { $0.id == id }) else { return nil }
+    if side.kind == .fido2 { return [] }
+    return side.reader.map { [$0] }
   }
 
   /// Works `tasks`, `parallel` at once, each on a thread of its own (token I/O blocks; the work is waiting, not

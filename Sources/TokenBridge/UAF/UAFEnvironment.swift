@@ -41,12 +41,14 @@ public struct UAFEnvironment {
   /// Tokens present (only `id`'s when given). `touchCue` is told when a FIDO2 key waits for a touch.
   /// `details: false` when no prompt will show a PIV card's version or its PIN's maximum (`--pin-fd`).
   /// `fido2Info: false` for a command that only signs in with registered keys (`TokenDiscovery.fido2Info`).
+  /// `cardReaders`: only cards in these readers are asked (`TokenDiscovery.cardReaders`).
   public func tokens(
     id: String?, trace: TraceSink?, details: Bool = true, fido2Info: Bool = true, wait: TokenWait? = nil,
-    touchCue: @escaping (TokenInfo) -> Void
+    cardReaders: Set<String>? = nil, touchCue: @escaping (TokenInfo) -> Void
   ) throws(OperationError) -> UAFTokens {
     try wait.run(id: id) { () throws(OperationError) in
-      let found = try tokensNow(id: id, trace: trace, details: details, fido2Info: fido2Info, touchCue: touchCue)
+      let found = try tokensNow(
+        id: id, trace: trace, details: details, fido2Info: fido2Info, cardReaders: cardReaders, touchCue: touchCue)
       // Waiting: a command that needs a token needs at least one.
       if wait != nil && id == nil && found.infos.isEmpty { throw .noToken(readers: 0, emptyReaders: [], unusable: []) }
       return found
@@ -54,10 +56,12 @@ public struct UAFEnvironment {
   }
 
   func tokensNow(
-    id: String?, trace: TraceSink?, details: Bool, fido2Info: Bool = true, touchCue: @escaping (TokenInfo) -> Void
+    id: String?, trace: TraceSink?, details: Bool, fido2Info: Bool = true, cardReaders: Set<String>? = nil,
+    touchCue: @escaping (TokenInfo) -> Void
   ) throws(OperationError) -> UAFTokens {
     let result: DiscoveryResult
     var discovery = TokenDiscovery(trace: trace, includePUK: false)
+    discovery.cardReaders = cardReaders
     discovery.details = details
     discovery.fido2Info = fido2Info
     discovery.onlyID = id  // the other tokens are not asked for their tries (nor FIDO2 keys opened)

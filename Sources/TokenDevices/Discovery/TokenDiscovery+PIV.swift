@@ -34,7 +34,7 @@ extension TokenDiscovery {
       (try? context.readerStates(readers)) ?? readers.map { (try? context.readerState($0)) ?? (false, []) }
     result.readerCount = readers.count
     var present: [(reader: String, atr: [UInt8])] = []
-    for (reader, state) in zip(readers, states) {
+    for (reader, state) in zip(readers, states) where cardReaders?.contains(reader) ?? true {
       if state.present { present.append((reader, state.atr)) } else { result.emptyReaders.append(reader) }
     }
     let detailed = details || (onlyID == nil && present.count + otherTokens > 1)

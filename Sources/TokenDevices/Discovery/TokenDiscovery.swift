@@ -155,6 +155,11 @@ public struct TokenDiscovery {
   /// about one token does not wait for the others.
   public var onlyID: String?
 
+  /// When set, only cards in these PC/SC readers are connected and probed; an empty set asks PC/SC nothing. For a
+  /// command that already knows where its token is from a listing moments ago (`provision`'s rows, worked side by
+  /// side: each would otherwise connect to every card, waiting for the transactions the other rows hold).
+  public var cardReaders: Set<String>?
+
   /// Keep a session on each token for a command to use (`found`, `fido2Found`). Off, for a listing (`listed`):
   /// each card is let go by the thread that read it (its transaction ended; pcscd disconnects it when that thread's
   /// PC/SC context is released, in the same thread: no disconnect left for the main thread), and each FIDO2 key is
@@ -203,7 +208,7 @@ public struct TokenDiscovery {
       }
       if !POSIXThread.start({ fido2Side.put(side()) }) { fido2Side.put(side()) }
     }
-    let pcscError = discoverPCSC(into: &result, otherTokens: expectedKeys)
+    let pcscError = cardReaders?.isEmpty == true ? nil : discoverPCSC(into: &result, otherTokens: expectedKeys)
     let probes = lookForKeys ? fido2Side.wait() : []
     collect(probes, into: &result)
     if let pcscError {
