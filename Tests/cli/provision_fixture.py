@@ -32,13 +32,13 @@ NEW_PIN = "73914682"  # what a user changes a forced key's PIN to
 
 
 class Desk:
-    def __init__(self, work, cards, keys):
+    def __init__(self, work, cards, keys, latency=None):
         self.work = Path(work)
         self.tokens = Tokens(work)
         for i in range(cards):
-            self.tokens.add_card(i)
+            self.tokens.add_card(i, latency=latency)
         for i in range(keys):
-            self.tokens.add_key(i)
+            self.tokens.add_key(i, latency=latency)
         self.tokens.wait(cards, keys)
         self.home = {"XDG_DATA_HOME": f"{work}/data", "XDG_CONFIG_HOME": f"{work}/config"}
         subprocess.run(["age-keygen", "-o", str(self.work / "identity.txt")], check=True, capture_output=True)
@@ -202,6 +202,17 @@ def full(desk, cards, keys):
     return dict(facts, first=first, rerun=rerun, rerunReport=desk.report())
 
 
+def event_seen(p, name):
+    """Reads the run's --json events as they come until one named `name` (True), or its end (False)."""
+    for line in p.stdout:
+        try:
+            if json.loads(line).get("event") == name:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def wait_for(pred, timeout=120):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -214,16 +225,19 @@ def wait_for(pred, timeout=120):
 def kill(desk, cards, keys):
     desk.plan(plan_rows(cards, keys, extra=0))
     kills = []
-    # 1: once tokens are assigned; 2: once a PIN is set; 3: a registration the RP took and has not answered yet.
-    for point, pred in (("assigned", lambda: "assigned" in desk.stages()),
-                        ("pinSet", lambda: "pinSet" in desk.stages() or "registering" in desk.stages()),
-                        ("registered", None)):
+    # 1: once tokens are assigned; 2: once a PIN is set (each as the run's --json events say, read as they come:
+    # looking at the journal instead missed whole stages between two looks); 3: a registration the RP took and has
+    # not answered yet (it holds the answer 20 s).
+    for point in ("assigned", "pinSet", "registered"):
         before = len(rp("GET", "/_admin/registrations"))
         if point == "registered":
             rp("POST", "/_admin/stall-registration", {"seconds": 20, "count": 1})
-            pred = lambda: len(rp("GET", "/_admin/registrations")) > before  # noqa: E731
-        p = desk.start()
-        hit = wait_for(pred)
+        p = desk.start("--json")
+        if point == "registered":
+            seen = wait_for(lambda: len(rp("GET", "/_admin/registrations")) > before or p.poll() is not None)
+        else:
+            seen = event_seen(p, {"assigned": "assigned", "pinSet": "pin-set"}[point])
+        hit = seen and p.poll() is None
         p.send_signal(signal.SIGKILL)
         p.communicate()
         kills.append({"point": point, "hit": hit, "stages": desk.stages()})
