@@ -86,7 +86,7 @@ def test_check_policy_answers_while_another_callers_pin_dialog_is_up(cards, bus,
     scenario(["@hang"])
     a = b.connect()
     path = process(a, server.request("Reg", username="alice")["uafRequest"])
-    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "A's PIN dialog")
+    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "A's PIN dialog", timeout=30)
     before = requests_seen(counter)
     c = b.connect()
     # Another caller's CheckPolicy answers from the tokens the running registration found, without the card.
@@ -259,7 +259,7 @@ def test_a_registration_closed_while_the_card_works_is_not_kept(cards, bus, rps,
     gate = tmp_path / "gate"
     scenario([f"@wait:{gate}:123456", "123456"])
     path = process(c, server.request("Reg", username="alice")["uafRequest"])
-    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "the PIN dialog")
+    wait_until(lambda: "GETPIN" in pinentry_log(tmp_path), "the PIN dialog", timeout=30)
     # The card stops after the second request it gets once the PIN is typed (VERIFY, then the key's generation):
     # the PIN was given and the card works when the caller closes the request.
     (hook / ".arm").write_text("2 after\n")
@@ -295,7 +295,8 @@ def test_a_pcscd_that_stops_after_answering_once_does_not_hang_the_service(card,
                                   "--call-timeout", "2"], env=dict(os.environ, **b.env), stderr=open(b.log, "a"),
                                  stdin=subprocess.DEVNULL, start_new_session=True)
     c = b.connect()
-    wait_until(lambda: has_owner(c, NAME), "the service on the bus")
+    # (Waits, not time bounds: 10 s ran out in a cold run beside the package's release build and the lab's QEMU.)
+    wait_until(lambda: has_owner(c, NAME), "the service on the bus", timeout=30)
     assert len(unwrap(call(c, "Discover", timeout=30)[0])["availableAuthenticators"]) == 1  # pcscd answered once
     reg = server.request("Reg", username="alice")["uafRequest"]
     pcscd = int(os.environ["TB_PCSCD_PID"])
