@@ -131,7 +131,7 @@ def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone: no such file, or (gone between the open and the read) ESRCH
         return False
 
 
