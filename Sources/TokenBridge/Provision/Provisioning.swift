@@ -161,18 +161,22 @@ public struct Provisioning {
   static func runAll(_ tasks: [ProvisionWork], parallel: Int, context: ProvisionContext) {
     guard !tasks.isEmpty else { return }
     let next = Mutex(0)
+    // Takes the next task and runs it, until none is left (each worker thread, and this one after them).
+    let drain: @Sendable () -> Void = {
+      while true {
+        let i = next.withLock { n -> Int in
+          defer { n += 1 }
+          return n
+        }
+        guard i < tasks.count else { return }
+        tasks[i].run(context)
+      }
+    }
     let group = DispatchGroup()
     for _ in 0..<max(1, min(parallel, tasks.count)) {
       group.enter()
       let started = POSIXThread.start {
-        while true {
-          let i = next.withLock { n -> Int in
-            defer { n += 1 }
-            return n
-          }
-          guard i < tasks.count else { break }
-          tasks[i].run(context)
-        }
+        drain()
         group.leave()
       }
       if !started {
@@ -181,14 +185,7 @@ public struct Provisioning {
     }
     group.wait()
     // A thread that could not be made leaves its share to the others; none made at all: the work runs here.
-    while true {
-      let i = next.withLock { n -> Int in
-        defer { n += 1 }
-        return n
-      }
-      guard i < tasks.count else { break }
-      tasks[i].run(context)
-    }
+    drain()
   }
 
   /// Gives each row without a token one: rows naming a serial first (the token with that serial or id), then the
