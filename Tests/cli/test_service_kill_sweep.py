@@ -25,7 +25,7 @@ import pytest
 from conftest import Card, tb, wait_until
 from fido2_conn import Key
 from relying_party import RelyingParty
-from dbus_service import MY_FACET, NAME, PATH, SCRIPTED, Bus, call, unwrap
+from dbus_service import MY_FACET, NAME, PATH, SCRIPTED, Bus, call, has_owner, unwrap
 from test_kill_sweep import Hook
 
 PINS = {"piv": "123456", "fido2": "1234"}
@@ -35,13 +35,14 @@ SAMPLE = 3
 
 # The caller: a desktop program in a process of its own, so that it can be killed. It sends what it reads on stdin
 # to ProcessUAFOperation (a UAF message) or ProcessOutOfBand (a QR code's text) and prints the Response (code and
-# results) as JSON.
+# results) as JSON; its unique bus name first, on stderr.
 CALLER = """
 import json, sys
 from jeepney import DBusAddress, MatchRule, message_bus, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 address, name, path, method = sys.argv[1:5]
 c = open_dbus_connection(bus=address)
+print(c.unique_name, file=sys.stderr, flush=True)
 rule = MatchRule(type="signal", interface=name + ".Request", member="Response")
 c.send_and_get_reply(message_bus.AddMatch(rule))
 args = ("", sys.stdin.read(), "", {}) if method == "ProcessUAFOperation" else ("", "qr", sys.stdin.read(), {})
@@ -136,6 +137,16 @@ class ServiceFlow:
         status = self.server.respond(op, json.loads(answer["results"]["message"])["uafProtocolMessage"])
         assert status == 1200, f"{label}: the server answered {status}"
 
+    def left_the_bus(self, name, label):
+        """Until the bus daemon has seen the killed caller's connection close. A caller leaves the bus when the daemon
+        notices, not when its process dies: a token answering in between is answered to a caller still on the bus
+        for all the service can know (it asks the daemon before it keeps a registration)."""
+        c = self.bus.connect()
+        try:
+            wait_until(lambda: not has_owner(c, name), f"{label}: the killed caller off the bus", timeout=30)
+        finally:
+            c.close()
+
     def wait_until_idle(self, label):
         """Until the service is done with the token: a cancelled request ends at the operation's next step (a PIN
         request the token is answering is not cut short), so the token's state is read once ListTokens no longer
@@ -194,6 +205,8 @@ class ServiceFlow:
                 self.bus.service.wait()
             else:
                 p.kill()
+                p.wait()
+                self.left_the_bus(p.stderr.readline().strip(), label)
         finally:
             self.hook.release()
         # The caller that got its Response before the kill (the token stopped in something after it) posts it, as a
