@@ -12,7 +12,7 @@ import TokenDevices
 /// pipes (`Pinentry.channel`; no program is started). A PIN returned is at most 1000 bytes and is exactly the
 /// percent-decoded D lines of one reply the program ended with OK; CONFIRM is true only if some reply was OK.
 enum AssuanTarget {
-  final class Pipes: @unchecked Sendable {
+  final class Pipes {
     var program: [UInt8] = []
     var ours: [Int32] = []
     func open() -> (reading: Int32, writing: Int32) {

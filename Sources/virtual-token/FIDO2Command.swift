@@ -82,8 +82,9 @@ struct FIDO2: ParsableCommand {
     server.engine.latency = LatencyProfile.named(latency)!
     let sources = handleSignals(
       [
-        (SIGUSR1, { server.replug() }), (SIGUSR2, { key.touchNow() }), (SIGTERM, { server.stop() }),
-        (SIGINT, { server.stop() }),
+        (SIGUSR1, { @Sendable in server.replug() }), (SIGUSR2, { @Sendable in key.touchNow() }),
+        (SIGTERM, { @Sendable in server.stop() }),
+        (SIGINT, { @Sendable in server.stop() }),
       ], pidFile: pidFile)
     log("virtual FIDO2 key on \(socket) (state \(state), profile \(key.profile.name))")
     do { try server.run() } catch { throw ValidationError("cannot listen on \(socket): \(error)") }

@@ -144,8 +144,8 @@ struct PIV: ParsableCommand {
 
     let sources = handleSignals(
       [
-        (SIGUSR1, { link.inserted = false }), (SIGUSR2, { link.inserted = true }),
-        (SIGTERM, { link.stop() }), (SIGINT, { link.stop() }),
+        (SIGUSR1, { @Sendable in link.inserted = false }), (SIGUSR2, { @Sendable in link.inserted = true }),
+        (SIGTERM, { @Sendable in link.stop() }), (SIGINT, { @Sendable in link.stop() }),
       ], pidFile: pidFile)
     log("virtual PIV card (serial \(initial.serial), state \(state)) for vpcd at \(host):\(port)")
     link.run()

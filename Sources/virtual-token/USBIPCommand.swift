@@ -148,8 +148,10 @@ struct USBIP: ParsableCommand {
     let cards = devices.compactMap(\.ccid)
     let sources = handleSignals(
       [
-        (SIGUSR1, { cards.forEach { $0.setPresent(false) } }), (SIGUSR2, { cards.forEach { $0.setPresent(true) } }),
-        (SIGHUP, { server.unplugAll() }), (SIGTERM, { server.stop() }), (SIGINT, { server.stop() }),
+        (SIGUSR1, { @Sendable in cards.forEach { $0.setPresent(false) } }),
+        (SIGUSR2, { @Sendable in cards.forEach { $0.setPresent(true) } }),
+        (SIGHUP, { @Sendable in server.unplugAll() }), (SIGTERM, { @Sendable in server.stop() }),
+        (SIGINT, { @Sendable in server.stop() }),
       ], pidFile: nil)
     let address = USBIPServer.loopbackAddress(listen)!
     log(

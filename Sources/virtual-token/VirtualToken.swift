@@ -24,7 +24,7 @@ func log(_ s: String) {
 /// hands on the mask; Foundation's Thread does not) and in every thread started after: none can take one past the
 /// waiter. (Dispatch signal sources lost them: a SIGTERM caught by a thread that did not block it went to
 /// libdispatch's handler and never reached the source, and a card the tests stopped kept running.)
-func handleSignals(_ actions: [(Int32, () -> Void)], pidFile: String?) -> SignalWaiter {
+func handleSignals(_ actions: [(Int32, @Sendable () -> Void)], pidFile: String?) -> SignalWaiter {
   let waiter = SignalWaiter(actions)
   var blocked = waiter.set
   pthread_sigmask(SIG_BLOCK, &blocked, nil)
@@ -48,10 +48,10 @@ func handleSignals(_ actions: [(Int32, () -> Void)], pidFile: String?) -> Signal
 }
 
 /// The signals `handleSignals` waits for and what each does.
-final class SignalWaiter: @unchecked Sendable {
-  let actions: [Int32: () -> Void]
+final class SignalWaiter: Sendable {
+  let actions: [Int32: @Sendable () -> Void]
   let set: sigset_t
-  init(_ actions: [(Int32, () -> Void)]) {
+  init(_ actions: [(Int32, @Sendable () -> Void)]) {
     self.actions = Dictionary(actions, uniquingKeysWith: { first, _ in first })
     var set = sigset_t()
     sigemptyset(&set)

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 import TokenBridge
 import TokenDevices
@@ -198,11 +199,11 @@ struct PIVThroughPCSCDTests {
   @Test func aSecondProcessWaitsForTheTransaction() throws {
     let card = try VirtualCard()
     let holder = try card.open()
-    let other = Unchecked(try card.open())
+    let other = Passed(try card.open())
     let done = Flag()
     try holder.card.transport.beginTransaction()
     let thread = Thread {
-      _ = try? other.value.pinStatus(.pin)
+      _ = try? other.take()?.pinStatus(.pin)
       done.set()
     }
     thread.start()
@@ -215,13 +216,13 @@ struct PIVThroughPCSCDTests {
 
   @Test func aHeldCardKeepsASecondProcessOutUntilReleased() throws {
     let card = try VirtualCard()
-    let other = Unchecked(try card.open())  // opening SELECTs: before the holder takes the card
+    let other = Passed(try card.open())  // opening SELECTs: before the holder takes the card
     let holder = try card.open()
     holder.holdsCard = true
     _ = try holder.pinStatus(.pin)  // the next operation begins a transaction, and it is kept
     let done = Flag()
     let thread = Thread {
-      _ = try? other.value.pinStatus(.pin)
+      _ = try? other.take()?.pinStatus(.pin)
       done.set()
     }
     thread.start()
@@ -265,16 +266,17 @@ struct PIVThroughPCSCDTests {
   }
 }
 
-final class Flag: @unchecked Sendable {
-  private let lock = NSLock()
-  private var _value = false
-  var value: Bool { lock.withLock { _value } }
-  func set() { lock.withLock { _value = true } }
+final class Flag: Sendable {
+  private let raised = Atomic(false)
+  var value: Bool { raised.load(ordering: .acquiring) }
+  func set() { raised.store(true, ordering: .releasing) }
 }
 
-struct Unchecked<T>: @unchecked Sendable {
-  let value: T
-  init(_ v: T) { value = v }
+/// A value handed to another thread, which takes it: the sender gives it up (`sending`), so no two threads hold it.
+final class Passed<T>: Sendable {
+  private let slot: Mutex<T?>
+  init(_ value: sending T) { slot = Mutex(value) }
+  func take() -> T? { slot.withLock { $0.take() } }
 }
 
 extension PIVThroughPCSCDTests {

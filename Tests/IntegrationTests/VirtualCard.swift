@@ -10,7 +10,7 @@ import TokenDevices
 let hasPrivatePCSCD = ProcessInfo.processInfo.environment["TB_IN_NAMESPACE"] == "1"
 
 /// A `virtual-token piv` process on one vpcd slot, with its own state file; stopped by pid.
-final class VirtualCard {
+final class VirtualCard: Sendable {
   static let binDir: URL = {
     if let bin = ProcessInfo.processInfo.environment["TB_BIN"] { return URL(fileURLWithPath: bin) }
     return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -30,13 +30,13 @@ import Testing
     return root
   }
 
-  func watch(_ sys: URL) -> TokenWatch {
-    let w = TokenWatch(virtualFIDO2Paths: [])
+  func watch(_ sys: URL) -> TokenWatch.Fold {
+    var w = TokenWatch.Fold()
     w.sys = sys.path
     return w
   }
 
-  func run(_ w: TokenWatch, _ inputs: [TokenWatch.Input]) -> [WatchEvent] {
+  func run(_ w: inout TokenWatch.Fold, _ inputs: [TokenWatch.Input]) -> [WatchEvent] {
     var out: [WatchEvent] = []
     for i in inputs { w.handle(i) { out.append($0) } }
     w.settle { out.append($0) }
@@ -48,8 +48,8 @@ import Testing
   @Test func aFIDOOnlyDeviceIsAnnouncedAtOnce() throws {
     let sys = try sysfs(classes: ["03"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
-    let events = run(w, [.node(.added(path: "/dev/hidraw7"))])
+    var w = watch(sys)
+    let events = run(&w, [.node(.added(path: "/dev/hidraw7"))])
     #expect(
       events == [
         WatchEvent(
@@ -61,55 +61,55 @@ import Testing
   @Test func aCompositeDeviceWaitsForItsCardThenIsAnnouncedWithWhatCame() throws {
     let sys = try sysfs(classes: ["03", "0b"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
+    var w = watch(sys)
     w.settleSeconds = 600
     w.pcscUp = true
-    #expect(run(w, [.node(.added(path: "/dev/hidraw7"))]) == [])  // CCID promised: the card may follow
+    #expect(run(&w, [.node(.added(path: "/dev/hidraw7"))]) == [])  // CCID promised: the card may follow
     w.groups["usb-1209-0001-S1"]?.deadline = .now()  // the wait is over (no clock in the test)
-    #expect(run(w, []).map(\.event) == [.added])  // the card did not come: announced with the FIDO half
+    #expect(run(&w, []).map(\.event) == [.added])  // the card did not come: announced with the FIDO half
   }
 
   @Test func withoutPcscdACompositeDeviceWaitsForNoCard() throws {
     let sys = try sysfs(classes: ["03", "0b"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
+    var w = watch(sys)
     w.settleSeconds = 600
     w.pcscUp = true
-    _ = run(w, [.pcsc(.serviceLost)])
+    _ = run(&w, [.pcsc(.serviceLost)])
     // pcscd went away: no reader can come for the CCID interface, so the FIDO half is the whole token now.
-    #expect(run(w, [.node(.added(path: "/dev/hidraw7"))]).map(\.event) == [.added])
+    #expect(run(&w, [.node(.added(path: "/dev/hidraw7"))]).map(\.event) == [.added])
   }
 
   @Test func aDeviceLeavingIsOneRemovalWhateverTheOrder() throws {
     let sys = try sysfs(classes: ["03", "0b"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
+    var w = watch(sys)
     w.settleSeconds = 0
-    #expect(run(w, [.node(.added(path: "/dev/hidraw7"))]).map(\.event) == [.added])
+    #expect(run(&w, [.node(.added(path: "/dev/hidraw7"))]).map(\.event) == [.added])
     // libusb's "left" first: removed at once; the node's removal afterwards adds nothing.
     #expect(
-      run(w, [.usb(left)]) == [
+      run(&w, [.usb(left)]) == [
         WatchEvent(event: .removed, token: "fido2-hidraw7", ids: ["fido2-hidraw7"], device: "usb-1209-0001-S1")
       ])
-    #expect(run(w, [.node(.removed(path: "/dev/hidraw7"))]) == [])
+    #expect(run(&w, [.node(.removed(path: "/dev/hidraw7"))]) == [])
   }
 
   @Test func aLostInterfaceWaitsForTheRestOfTheDevice() throws {
     let sys = try sysfs(classes: ["03", "0b"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
+    var w = watch(sys)
     w.settleSeconds = 0
     w.departureSeconds = 600
     // Two FIDO nodes on the device stand in for two interfaces (the PIV half needs pcscd).
-    _ = run(w, [.node(.added(path: "/dev/hidraw7"))])
+    _ = run(&w, [.node(.added(path: "/dev/hidraw7"))])
     w.add(
       TokenWatch.Interface(id: "piv-1", capability: "piv", usbKey: "usb-1209-0001-S1", busPath: "1-1"), source: "R")
-    #expect(run(w, []).map(\.event) == [.changed])
-    #expect(run(w, [.node(.removed(path: "/dev/hidraw7"))]) == [])  // waiting: the device may be going
+    #expect(run(&w, []).map(\.event) == [.changed])
+    #expect(run(&w, [.node(.removed(path: "/dev/hidraw7"))]) == [])  // waiting: the device may be going
     // The device is gone from sysfs: one removal, with every id it had.
     try FileManager.default.removeItem(at: sys.appendingPathComponent("bus/usb/devices/1-1"))
     #expect(
-      run(w, []) == [
+      run(&w, []) == [
         WatchEvent(
           event: .removed, token: "fido2-hidraw7", ids: ["fido2-hidraw7", "piv-1"], device: "usb-1209-0001-S1")
       ])
@@ -118,17 +118,17 @@ import Testing
   @Test func aLostInterfaceOfADeviceThatStaysIsAChangeAfterTheWait() throws {
     let sys = try sysfs(classes: ["03", "0b"])
     defer { try? FileManager.default.removeItem(at: sys) }
-    let w = watch(sys)
+    var w = watch(sys)
     w.settleSeconds = 0
     w.departureSeconds = 600
-    _ = run(w, [.node(.added(path: "/dev/hidraw7"))])
+    _ = run(&w, [.node(.added(path: "/dev/hidraw7"))])
     w.add(
       TokenWatch.Interface(id: "piv-1", capability: "piv", usbKey: "usb-1209-0001-S1", busPath: "1-1"), source: "R")
-    _ = run(w, [])
+    _ = run(&w, [])
     w.removeInterface(source: "R")  // the card pulled from the reader, the device stays
-    #expect(run(w, []) == [])
+    #expect(run(&w, []) == [])
     w.groups["usb-1209-0001-S1"]?.lossDeadline = .now()  // the wait is over
-    #expect(run(w, []).map(\.event) == [.changed])
+    #expect(run(&w, []).map(\.event) == [.changed])
   }
 }
 

@@ -42,8 +42,9 @@ extension Optional: SQLiteBindable where Wrapped: SQLiteBindable {
   var sqliteValue: SQLiteValue { self?.sqliteValue ?? .null }
 }
 
-/// One connection. Not thread-safe by itself (opened SQLITE_OPEN_NOMUTEX): `@unchecked Sendable` only so that an
-/// owner can keep it in a `Mutex`, which serializes every use (LocalData does).
+/// One connection. Not thread-safe by itself (opened SQLITE_OPEN_NOMUTEX): its owner keeps it in a `Mutex`, which
+/// serializes every use (LocalData and ProvisionJournal do).
+// @unchecked: a NOMUTEX sqlite3 handle, safe one thread at a time, which only the owner's Mutex (not a type) ensures.
 final class SQLiteConnection: @unchecked Sendable {
   let handle: OpaquePointer
 

@@ -19,11 +19,11 @@ public enum FIDONodeEvent: Equatable, Sendable {
 
 /// inotify on /dev (hidraw nodes) and on the directories of the virtual keys' sockets, on a thread of its own.
 /// Make it before looking at what is present (`present`), then `start`: nothing in between is missed.
-public final class FIDONodeEvents: @unchecked Sendable {
+public final class FIDONodeEvents: Sendable {
   let fd: Int32
   let wake: (read: Int32, write: Int32)
   /// Watch descriptor → directory.
-  var directories: [Int32: String] = [:]
+  let directories: [Int32: String]
   let virtualPaths: Set<String>
   let dev: String
   let sys: String
@@ -31,23 +31,27 @@ public final class FIDONodeEvents: @unchecked Sendable {
   private let state = Mutex((stopped: false, running: false))
   private let done = DispatchSemaphore(value: 0)
   /// The FIDO nodes present when this was made (the events are about changes from there).
-  public private(set) var initial: [String] = []
+  public let initial: [String]
 
   /// `virtualPaths`: the virtual keys' sockets (nil: those in `TOKENBRIDGE_VIRTUAL_FIDO`).
   public init(virtualPaths: [String]? = nil, dev: String = "/dev", sys: String = "/sys") {
     self.dev = dev
     self.sys = sys
     let paths = virtualPaths ?? FIDO2Session.namedVirtualKeys()
-    self.virtualPaths = Set(paths)
+    let followed = Set(paths)
+    self.virtualPaths = followed
     fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
     wake = WakePipe.make()
-    guard fd >= 0 else { return }
-    let mask = UInt32(IN_CREATE | IN_DELETE | IN_ATTRIB | IN_MOVED_TO | IN_MOVED_FROM)
-    for dir in Set([dev] + paths.map(PathString.deletingLast)) {
-      let wd = inotify_add_watch(fd, dir, mask)
-      if wd >= 0 { directories[wd] = dir }
+    var directories: [Int32: String] = [:]
+    if fd >= 0 {
+      let mask = UInt32(IN_CREATE | IN_DELETE | IN_ATTRIB | IN_MOVED_TO | IN_MOVED_FROM)
+      for dir in Set([dev] + paths.map(PathString.deletingLast)) {
+        let wd = inotify_add_watch(fd, dir, mask)
+        if wd >= 0 { directories[wd] = dir }
+      }
     }
-    initial = present
+    self.directories = directories
+    initial = fd >= 0 ? Self.present(dev: dev, sys: sys, virtualPaths: followed) : []
   }
 
   deinit {
@@ -60,14 +64,18 @@ public final class FIDONodeEvents: @unchecked Sendable {
   }
 
   /// The FIDO nodes present now.
-  public var present: [String] {
+  public var present: [String] { Self.present(dev: dev, sys: sys, virtualPaths: virtualPaths) }
+
+  static func present(dev: String, sys: String, virtualPaths: Set<String>) -> [String] {
     let hidraw = (Directory.names(dev) ?? []).filter { $0.hasPrefix("hidraw") }
-      .filter { isFIDO($0) }.map { "\(dev)/\($0)" }
+      .filter { isFIDO($0, sys: sys) }.map { "\(dev)/\($0)" }
     return (hidraw + virtualPaths.filter { FileManager.default.fileExists(atPath: $0) }).sorted()
   }
 
   /// A hidraw node whose report descriptor (sysfs) declares usage page 0xF1D0.
-  func isFIDO(_ name: String) -> Bool {
+  func isFIDO(_ name: String) -> Bool { Self.isFIDO(name, sys: sys) }
+
+  static func isFIDO(_ name: String, sys: String) -> Bool {
     guard let d = SystemFacts.procFile("\(sys)/class/hidraw/\(name)/device/report_descriptor") else { return false }
     return HIDReportDescriptor.declaresFIDOUsagePage(d)
   }

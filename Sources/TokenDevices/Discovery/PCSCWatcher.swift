@@ -27,24 +27,30 @@ public enum PCSCEvent: Equatable, Sendable {
 /// socket-activated pcscd that failed would), then re-establishes the context and reports what changed meanwhile.
 ///
 /// Make the watcher, read `cards` (the state when it was made), then `start`: nothing between is missed.
-public final class PCSCWatcher: @unchecked Sendable {
+public final class PCSCWatcher: Sendable {
   /// The PC/SC context (nil while pcscd is away) and whether `stop` was called (`stop` runs on another thread than
   /// the loop).
   private let state: Mutex<(context: SCARDCONTEXT?, stopped: Bool)>
   private let wake: (read: Int32, write: Int32)
-  /// Last seen per reader: card present, and pcsc-lite's event counter (the high word of dwEventState).
-  private var known: [String: (present: Bool, counter: DWORD, raw: DWORD)] = [:]
-  /// A new context after pcscd came back: the states last seen belong to the old pcscd (its event counters
-  /// mean nothing now); compare the presence of cards only, once.
-  private var resync = false
+  /// What the watcher saw when it was made: the loop goes on from there.
+  private let seenAtStart: Seen
   let socketPath: String
 
+  /// What `refresh` compares the next answer with; the loop keeps it (one thread), `init` makes the first one.
+  struct Seen {
+    /// Last seen per reader: card present, and pcsc-lite's event counter (the high word of dwEventState).
+    var known: [String: (present: Bool, counter: DWORD, raw: DWORD)] = [:]
+    /// A new context after pcscd came back: the states last seen belong to the old pcscd (its event counters
+    /// mean nothing now); compare the presence of cards only, once.
+    var resync = false
+  }
+
   /// Readers that held a card when the watcher was made.
-  public private(set) var cards: [String] = []
+  public let cards: [String]
   /// Readers pcscd listed when the watcher was made.
-  public private(set) var readers: [String] = []
+  public let readers: [String]
   /// pcscd was reachable when the watcher was made.
-  public private(set) var available = false
+  public let available: Bool
 
   public init() {
     wake = WakePipe.make()
@@ -52,13 +58,19 @@ public final class PCSCWatcher: @unchecked Sendable {
     socketPath = env.flatMap { $0.isEmpty ? nil : $0 } ?? "/run/pcscd/pcscd.comm"
     let established = Self.establish()
     state = Mutex((context: established, stopped: false))
-    if let ctx = established {
-      available = true
-      if case .ok = refresh(ctx, timeoutMs: 0, report: { _ in }) {
-        cards = known.filter(\.value.present).map(\.key).sorted()
-        readers = known.keys.sorted()
-      }
+    var seen = Seen()
+    var cards: [String] = []
+    var readers: [String] = []
+    if let ctx = established,
+      case .ok = Self.refresh(ctx, &seen, timeoutMs: 0, isStopped: { false }, report: { _ in })
+    {
+      cards = seen.known.filter(\.value.present).map(\.key).sorted()
+      readers = seen.known.keys.sorted()
     }
+    available = established != nil
+    seenAtStart = seen
+    self.cards = cards
+    self.readers = readers
   }
 
   deinit {
@@ -113,6 +125,7 @@ public final class PCSCWatcher: @unchecked Sendable {
   }
 
   func loop(_ handler: @escaping @Sendable (PCSCEvent) -> Void) {
+    var seen = seenAtStart
     var down = !available
     if down { handler(.serviceLost) }
     var backoff = 1.0
@@ -121,7 +134,7 @@ public final class PCSCWatcher: @unchecked Sendable {
         if let c = Self.establish() {
           state.withLock { $0.context = c }
           if isStopped { break }
-          resync = true
+          seen.resync = true
           if down {
             handler(.serviceBack)
             down = false
@@ -137,7 +150,7 @@ public final class PCSCWatcher: @unchecked Sendable {
         backoff = min(backoff * 2, 30)
         continue
       }
-      switch refresh(ctx, timeoutMs: 0xFFFF_FFFF, report: handler) {
+      switch Self.refresh(ctx, &seen, timeoutMs: 0xFFFF_FFFF, isStopped: { self.isStopped }, report: handler) {
       case .ok: continue
       case .stopped: return
       case .serviceGone:
@@ -154,8 +167,10 @@ public final class PCSCWatcher: @unchecked Sendable {
   }
 
   /// Lists the readers (reporting those gone and new), then waits up to `timeoutMs` for a change in any reader
-  /// or in the reader list, reporting card insertions and removals.
-  func refresh(_ ctx: SCARDCONTEXT, timeoutMs: DWORD, report: (PCSCEvent) -> Void) -> Outcome {
+  /// or in the reader list, reporting card insertions and removals; `seen` is what was seen last, and is updated.
+  static func refresh(
+    _ ctx: SCARDCONTEXT, _ seen: inout Seen, timeoutMs: DWORD, isStopped: () -> Bool, report: (PCSCEvent) -> Void
+  ) -> Outcome {
     var len: DWORD = 0
     var names: [String] = []
     var rv = PCSCCall.run { SCardListReaders(ctx, nil, nil, &len) }
@@ -167,31 +182,32 @@ public final class PCSCWatcher: @unchecked Sendable {
       }
     }
     if Self.isServiceGone(rv) { return .serviceGone }
-    if PCSCStatus(rv) == .cancelled { return isStopped ? .stopped : .ok }
-    for (name, state) in known where !names.contains(name) {
+    if PCSCStatus(rv) == .cancelled { return isStopped() ? .stopped : .ok }
+    for (name, state) in seen.known where !names.contains(name) {
       if state.present { report(.cardRemoved(reader: name)) }
       report(.readerRemoved(name))
-      known[name] = nil
+      seen.known[name] = nil
     }
     var fresh: Set<String> = []
-    for name in names where known[name] == nil {
+    for name in names where seen.known[name] == nil {
       report(.readerAdded(name))
       fresh.insert(name)
-      known[name] = (false, 0, DWORD(SCARD_STATE_UNAWARE))
+      seen.known[name] = (false, 0, DWORD(SCARD_STATE_UNAWARE))
     }
     // A new reader's state (UNAWARE) is answered at once; a wait proper follows on the next round.
-    let wait = fresh.isEmpty && !resync ? timeoutMs : 0
-    let resyncing = resync
-    resync = false
+    let wait = fresh.isEmpty && !seen.resync ? timeoutMs : 0
+    let resyncing = seen.resync
+    seen.resync = false
     // `stop` cancels a call in progress; one that has not started yet would not be (narrow, but checked).
-    if isStopped { return .stopped }
+    if isStopped() { return .stopped }
     // Each reader from the state last seen (UNAWARE when new, or when resynchronising after pcscd came back).
     let events: [DWORD]
+    let last = seen.known
     (rv, events) = PCSCContext.statusChange(
-      ctx, readers: names, current: { resyncing ? nil : self.known[$0]?.raw }, timeoutMs: wait)
+      ctx, readers: names, current: { resyncing ? nil : last[$0]?.raw }, timeoutMs: wait)
     let st = PCSCStatus(rv)
     if Self.isServiceGone(rv) { return .serviceGone }
-    if st == .cancelled { return isStopped ? .stopped : .ok }
+    if st == .cancelled { return isStopped() ? .stopped : .ok }
     guard st == .success || st == .timeout else { return .ok }  // e.g. a reader gone meanwhile: list again
     for (name, event) in zip(names, events) {
       if event & DWORD(SCARD_STATE_UNKNOWN) != 0 {
@@ -199,7 +215,7 @@ public final class PCSCWatcher: @unchecked Sendable {
         // reader pcscd adds next under the same name (a USB token pulled and plugged back in) is then a new one,
         // read from UNAWARE. Kept, its last state would be compared with the new reader's, and a card in it
         // with the same event counter (both readers saw one insertion) would never be reported.
-        if let before = known.removeValue(forKey: name) {
+        if let before = seen.known.removeValue(forKey: name) {
           if before.present { report(.cardRemoved(reader: name)) }
           report(.readerRemoved(name))
         }
@@ -208,7 +224,7 @@ public final class PCSCWatcher: @unchecked Sendable {
       guard event & DWORD(SCARD_STATE_IGNORE) == 0 else { continue }
       let present = event & DWORD(SCARD_STATE_PRESENT) != 0
       let counter = event >> 16
-      let before = known[name] ?? (false, 0, DWORD(SCARD_STATE_UNAWARE))
+      let before = seen.known[name] ?? (false, 0, DWORD(SCARD_STATE_UNAWARE))
       if before.present && present && counter != before.counter && !fresh.contains(name) && !resyncing {
         // Removed and inserted again between two waits: pcsc-lite's event counter moved.
         report(.cardRemoved(reader: name))
@@ -216,7 +232,7 @@ public final class PCSCWatcher: @unchecked Sendable {
       } else if before.present != present {
         report(present ? .cardInserted(reader: name) : .cardRemoved(reader: name))
       }
-      known[name] = (present, counter, event & ~DWORD(SCARD_STATE_CHANGED))
+      seen.known[name] = (present, counter, event & ~DWORD(SCARD_STATE_CHANGED))
     }
     return .ok
   }

@@ -17,23 +17,10 @@ extension TokenDiscovery {
     case unusable(UnusableToken)
   }
 
-  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines). The outcome
-  /// holds a non-Sendable `FIDO2Session` that moves from the probing thread (which has no use of it after `put`)
-  /// to `collect`, as `Handover` does: the semaphore orders the write before the read, and a probe that has not
-  /// signalled by the deadline is never read. `collect` blocks on the semaphore until the probe ends.
-  final class ProbeOutcome: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var value: (FIDO2Probe, [String])?
-    func put(_ v: (FIDO2Probe, [String])) {
-      value = v
-      done.signal()
-    }
-    /// The outcome, waited for until `deadline` (uptime nanoseconds); nil when the probe has not ended by then.
-    func take(until deadline: UInt64) -> (FIDO2Probe, [String])? {
-      guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
-      return value.take()
-    }
-  }
+  /// The hand-over point between one probing thread and `collect` (the outcome and its trace lines): the outcome
+  /// holds a non-Sendable `FIDO2Session` that moves from the probing thread (which has no use of it after `put`) to
+  /// `collect`, which waits for it until a deadline (`Handover.wait(until:)`).
+  typealias ProbeOutcome = Handover<(FIDO2Probe, [String])>
 
   /// FIDO2 keys: getInfo and PIN retries (no try spent), each with its own deadlines, started before PC/SC discovery
   /// and collected after it, so one silent key delays nothing but itself and is reported as `.noAnswer`. Each key is
@@ -75,7 +62,7 @@ extension TokenDiscovery {
     // with room to spare.
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(fido2Deadlines.probeMs) * 6 * 1_000_000
     for p in probes {
-      guard let (probe, lines) = p.outcome.take(until: end) else {
+      guard let (probe, lines) = p.outcome.wait(until: end) else {
         // The thread stays blocked in libfido2; it owns its session and ends with the process.
         result.unusableCards.append(
           UnusableToken(id: Self.fido2ID(p.ref), reader: p.ref.path, reason: .noAnswer(operation: "open")))

@@ -71,12 +71,12 @@ public struct UnusableToken: Sendable, Equatable {
 /// Hands one probe's outcome from its thread to the thread that collects it. The value (a session, not `Sendable`)
 /// moves from the probing thread, which has no use of it after `store`, to the one `wait` returns it to; the
 /// semaphore orders the write before the read (`release` happens after `store`, the read after `wait`), so no lock
-/// is needed. `@unchecked`: region checking cannot see that move (the session is made with the probing thread's
-/// PC/SC context), so neither `sending` nor a `Mutex` can carry it.
+/// is needed. A waiter that gives up (`wait(until:)`) never reads the value.
 ///
 /// `wait` takes the value out: the probing thread still holds the handover until its closure is torn down, and a
 /// session left in it would be freed there, whenever that thread runs last — its card disconnected and its context
 /// released on that thread while the collecting one is inside pcsc-lite, or exits (HardwareNotes.md, PC/SC).
+// @unchecked: the value shares its thread's PC/SC context (no region move to check); the semaphore orders each use.
 final class Handover<T>: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
   private var value: T?
@@ -91,6 +91,11 @@ final class Handover<T>: @unchecked Sendable {
     done.wait()
     defer { value = nil }
     return value!
+  }
+  /// The value, waited for until `deadline` (uptime nanoseconds); nil when it was not put by then.
+  func wait(until deadline: UInt64) -> T? {
+    guard done.wait(timeout: DispatchTime(uptimeNanoseconds: deadline)) == .success else { return nil }
+    return value.take()
   }
 }
 

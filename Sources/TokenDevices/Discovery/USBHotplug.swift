@@ -20,7 +20,7 @@ public struct USBHotplugEvent: Equatable, Sendable {
 
 /// libusb hotplug callbacks on a thread of their own. libusb-1.0 (1.0.26 here, built with udev) takes its
 /// hotplug events from udev's monitor, i.e. after udev processed the device; see HardwareNotes.md.
-public final class USBHotplug: @unchecked Sendable {
+public final class USBHotplug: Sendable {
   public enum StartError: Error, Equatable, Sendable {
     /// libusb_init failed (its error code).
     case initFailed(Int32)
@@ -32,14 +32,18 @@ public final class USBHotplug: @unchecked Sendable {
     case libraryMissing(LibraryUnavailable)
   }
 
-  private var context: OpaquePointer?
-  private var handle: libusb_hotplug_callback_handle = 0
-  /// Set by `stop` (on another thread than the event loop).
-  private let stopped = Mutex(false)
-  private var handler: (@Sendable (USBHotplugEvent) -> Void)?
-  /// Whether the event thread runs.
-  private var started = false
+  private let context: LibUSBContext
+  /// `start` sets it, the event thread reads it, `stop` (on another thread than the event loop) ends it.
+  private let state = Mutex(State())
   private let done = DispatchSemaphore(value: 0)
+
+  private struct State {
+    var handle: libusb_hotplug_callback_handle = 0
+    var handler: (@Sendable (USBHotplugEvent) -> Void)?
+    /// Whether the event thread runs.
+    var started = false
+    var stopped = false
+  }
 
   public init() throws(StartError) {
     do { try SystemLibrary.usb.load() } catch { throw .libraryMissing(error) }
@@ -50,22 +54,23 @@ public final class USBHotplug: @unchecked Sendable {
       libusb_exit(ctx)
       throw .noHotplug
     }
-    context = ctx
+    context = LibUSBContext(pointer: ctx)
   }
 
   deinit {
     stop()
-    if let c = context { libusb_exit(c) }
+    libusb_exit(context.pointer)
   }
 
   /// Registers the callback (devices present now are not reported: discovery lists them) and handles events
   /// on a thread until `stop`. `handler` runs on that thread.
   public func start(_ handler: @escaping @Sendable (USBHotplugEvent) -> Void) throws(StartError) {
-    self.handler = handler
+    state.withLock { $0.handler = handler }
     let events = Int32(LIBUSB_HOTPLUG_EVENT_DEVICE_ARRIVED.rawValue | LIBUSB_HOTPLUG_EVENT_DEVICE_LEFT.rawValue)
     let me = Unmanaged.passUnretained(self).toOpaque()
+    var handle: libusb_hotplug_callback_handle = 0
     let rc = libusb_hotplug_register_callback(
-      context, events, 0, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY,
+      context.pointer, events, 0, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY,
       LIBUSB_HOTPLUG_MATCH_ANY,
       { _, device, event, user in
         guard let user, let device else { return 0 }
@@ -73,25 +78,28 @@ public final class USBHotplug: @unchecked Sendable {
         return 0
       }, me, &handle)
     guard rc == 0 else { throw .registerFailed(rc) }
+    state.withLock { $0.handle = handle }
+    let context = self.context
     // Not started (no thread could be made): `stop` must not wait for it.
-    started = POSIXThread.start { [self] in
-      while !stopped.withLock({ $0 }) {
+    let started = POSIXThread.start { [self] in
+      while !state.withLock({ $0.stopped }) {
         var tv = timeval(tv_sec: 3600, tv_usec: 0)
-        _ = libusb_handle_events_timeout_completed(context, &tv, nil)
+        _ = libusb_handle_events_timeout_completed(context.pointer, &tv, nil)
       }
       done.signal()
     }
+    state.withLock { $0.started = started }
   }
 
   /// Ends the event thread (libusb_interrupt_event_handler wakes it) and waits for it.
   public func stop() {
-    let running = stopped.withLock { stopped -> Bool in
-      defer { stopped = true }
-      return !stopped && started
+    let (running, handle) = state.withLock { state in
+      defer { state.stopped = true }
+      return (!state.stopped && state.started, state.handle)
     }
     guard running else { return }
-    libusb_hotplug_deregister_callback(context, handle)
-    libusb_interrupt_event_handler(context)
+    libusb_hotplug_deregister_callback(context.pointer, handle)
+    libusb_interrupt_event_handler(context.pointer)
     done.wait()
   }
 
@@ -116,9 +124,16 @@ public final class USBHotplug: @unchecked Sendable {
       }
       libusb_free_config_descriptor(config)
     }
-    handler?(
+    state.withLock { $0.handler }?(
       USBHotplugEvent(
         arrived: event == LIBUSB_HOTPLUG_EVENT_DEVICE_ARRIVED, busPath: busPath, vendorID: desc.idVendor,
         productID: desc.idProduct, interfaceClasses: classes))
   }
+}
+
+/// A libusb context, which libusb guards with its own locks for use from any thread (libusb's "Multi-threaded
+/// applications and asynchronous I/O"); it lives as long as the `USBHotplug` that made it.
+// @unchecked: an OpaquePointer is never Sendable, and libusb's thread safety is its documentation's word, not a type.
+struct LibUSBContext: @unchecked Sendable {
+  let pointer: OpaquePointer
 }

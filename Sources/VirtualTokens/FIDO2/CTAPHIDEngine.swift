@@ -1,26 +1,43 @@
 import Foundation
+import Synchronization
 
 /// The CTAPHID message layer (CTAP 2.1 §11.2) of one virtual key, independent of the transport: 64-byte
 /// reports in, 64-byte reports out. The Unix-socket server (`CTAPHIDServer`) and the USB/IP HID function
 /// (`FIDOHIDFunction`) both feed it; channels are per device, message assembly per open ("port").
-public final class CTAPHIDEngine: @unchecked Sendable {
+public final class CTAPHIDEngine: Sendable {
   static let broadcast: UInt32 = 0xFFFF_FFFF
   public let key: VirtualFIDO2Key
-  let log: (String) -> Void
-  let lock = NSLock()
-  var channels: Set<UInt32> = []
-  var nextCID: UInt32 = 1
+  let log: @Sendable (String) -> Void
+  /// The channels INIT allocated since power-up, and the next one to allocate.
+  let channels = Mutex((open: Set<UInt32>(), next: UInt32(1)))
   /// One request at a time across all ports (a real key has one processor).
-  let busy = NSLock()
+  let busy = Mutex(())
+  let settings = Mutex(Settings())
+
+  struct Settings {
+    var logRequests = false
+    var pause: RequestPause?
+    var latency = LatencyProfile.none
+  }
+
   /// Log every complete CTAPHID request (`Tools/bench` counts them).
-  public var logRequests = false
+  public var logRequests: Bool {
+    get { settings.withLock { $0.logRequests } }
+    set { settings.withLock { $0.logRequests = newValue } }
+  }
   /// Test hook: cuts a flow at its k-th CTAPHID message (`RequestPause`).
-  public var pause: RequestPause?
+  public var pause: RequestPause? {
+    get { settings.withLock { $0.pause } }
+    set { settings.withLock { $0.pause = newValue } }
+  }
   /// How long the key takes to answer each CTAP command (`LatencyProfile`; none by default). The wait holds `busy`,
   /// as a real key's one processor is busy meanwhile.
-  public var latency = LatencyProfile.none
+  public var latency: LatencyProfile {
+    get { settings.withLock { $0.latency } }
+    set { settings.withLock { $0.latency = newValue } }
+  }
 
-  public init(key: VirtualFIDO2Key, log: @escaping (String) -> Void) {
+  public init(key: VirtualFIDO2Key, log: @escaping @Sendable (String) -> Void) {
     self.key = key
     self.log = log
   }
@@ -28,27 +45,41 @@ public final class CTAPHIDEngine: @unchecked Sendable {
   /// Power cycle: channels and the key's volatile state are gone; `whileOff` runs with no request running
   /// (the transport drops its connections there).
   public func powerCycle(whileOff: () -> Void = {}) {
-    busy.withLock {
+    busy.withLock { _ in
       whileOff()
-      lock.withLock { channels = [] }
+      channels.withLock { $0.open = [] }
       key.powerCycle()
     }
   }
 
   /// One open of the device: reassembles requests and sends replies as reports through `emit`.
-  public final class Port: @unchecked Sendable {
+  public final class Port: Sendable {
     let engine: CTAPHIDEngine
-    let emit: ([UInt8]) -> Void
-    let sendLock = NSLock()
+    let emit: @Sendable ([UInt8]) -> Void
     let worker: DispatchQueue
-    var pending: (cid: UInt32, cmd: UInt8, total: Int, data: [UInt8], seq: UInt8)?
+    /// The request being reassembled from its frames (the reading thread's, in `receive`).
+    let pending = Mutex<Message?>(nil)
     /// CBOR requests queued on or running on `worker` (the reading thread adds, the worker takes away).
-    var onWorker = 0
-    /// Frames of replies held back while a request is under the test hook (`RequestPause`).
-    var held: [[UInt8]]?
-    let workerLock = NSLock()
+    let onWorker = Atomic(0)
+    /// Frames of replies held back while a request is under the test hook (`RequestPause`), nil when none is; its
+    /// lock also keeps the frames of one reply together.
+    let held = Mutex<[[UInt8]]?>(nil)
 
-    init(engine: CTAPHIDEngine, emit: @escaping ([UInt8]) -> Void) {
+    struct Message {
+      var cid: UInt32
+      var cmd: UInt8
+      var total: Int
+      var data: [UInt8]
+      var seq: UInt8
+    }
+
+    enum Assembly {
+      case incomplete
+      case complete(Message)
+      case outOfSequence
+    }
+
+    init(engine: CTAPHIDEngine, emit: @escaping @Sendable ([UInt8]) -> Void) {
       self.engine = engine
       self.emit = emit
       worker = DispatchQueue(label: "ctaphid-worker")
@@ -67,36 +98,45 @@ public final class CTAPHIDEngine: @unchecked Sendable {
       if frame.count == 65 && frame[0] == 0 { frame.removeFirst() }
       guard frame.count == 64 else { return }
       let cid = UInt32(frame[0]) << 24 | UInt32(frame[1]) << 16 | UInt32(frame[2]) << 8 | UInt32(frame[3])
-      if frame[4] & 0x80 != 0 {
-        let cmd = frame[4]
-        let total = Int(frame[5]) << 8 | Int(frame[6])
-        if cmd == 0x91 {  // CANCEL: no reply; this channel's request waiting for a touch ends with KEEPALIVE_CANCEL
+      let initial = frame[4] & 0x80 != 0
+      let total = Int(frame[5]) << 8 | Int(frame[6])
+      if initial {
+        if frame[4] == 0x91 {  // CANCEL: no reply; this channel's request waiting for a touch ends with KEEPALIVE_CANCEL
           engine.key.cancel(port: ObjectIdentifier(self), channel: cid)
           return
         }
         guard total <= 7609 else { return sendError(cid, 0x03) }
-        pending = (cid, cmd, total, Array(frame[7..<min(64, 7 + total)]), 0)
-      } else {
-        guard var p = pending, p.cid == cid, frame[4] == p.seq else {
-          pending = nil
-          return sendError(cid, 0x04)  // INVALID_SEQ
-        }
-        p.data += frame[5..<min(64, 5 + p.total - p.data.count)]
-        p.seq += 1
-        pending = p
       }
-      if let p = pending, p.data.count >= p.total {
+      let assembly = pending.withLock { pending -> Assembly in
+        if initial {
+          pending = Message(cid: cid, cmd: frame[4], total: total, data: Array(frame[7..<min(64, 7 + total)]), seq: 0)
+        } else {
+          guard var p = pending, p.cid == cid, frame[4] == p.seq else {
+            pending = nil
+            return .outOfSequence
+          }
+          p.data += frame[5..<min(64, 5 + p.total - p.data.count)]
+          p.seq += 1
+          pending = p
+        }
+        guard let p = pending, p.data.count >= p.total else { return .incomplete }
         pending = nil
+        return .complete(p)
+      }
+      switch assembly {
+      case .incomplete: return
+      case .outOfSequence: return sendError(cid, 0x04)  // INVALID_SEQ
+      case .complete(let p):
         // CBOR requests that may wait for a touch run on a worker, so CANCEL frames are still read meanwhile.
         // getInfo and clientPIN never wait for one: with nothing on the worker they are answered here, without
         // a hop to another thread (two of a key listing's three requests; a benchmark's simulators share the
         // CPUs with the client they serve).
         let mayWaitForTouch = p.data.first != 0x04 && p.data.first != 0x06
-        if p.cmd == 0x90 && (mayWaitForTouch || workerLock.withLock({ onWorker > 0 })) {
-          workerLock.withLock { onWorker += 1 }
+        if p.cmd == 0x90 && (mayWaitForTouch || onWorker.load(ordering: .sequentiallyConsistent) > 0) {
+          onWorker.add(1, ordering: .sequentiallyConsistent)
           worker.async { [self] in
             handle(p.cid, p.cmd, p.data)
-            workerLock.withLock { onWorker -= 1 }
+            onWorker.subtract(1, ordering: .sequentiallyConsistent)
           }
         } else {
           handle(p.cid, p.cmd, p.data)
@@ -107,9 +147,9 @@ public final class CTAPHIDEngine: @unchecked Sendable {
     func handle(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
       guard let pause = engine.pause else { return process(cid, cmd, data) }
       // The reply is held until the pause ends: with `after`, the request was processed and its answer is lost.
-      sendLock.withLock { held = [] }
+      held.withLock { $0 = [] }
       _ = pause.around({ process(cid, cmd, data) }, dropped: ())
-      let frames = sendLock.withLock {
+      let frames = held.withLock { held in
         defer { held = nil }
         return held ?? []
       }
@@ -134,18 +174,19 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         let body = data + bigEndian(newCID) + [2, 0, 2, 1, 0x01 | 0x04 | 0x08]  // WINK|CBOR|NMSG
         return send(cid, 0x86, body)
       }
-      guard cid != CTAPHIDEngine.broadcast, cid != 0, engine.lock.withLock({ engine.channels.contains(cid) }) else {
+      guard cid != CTAPHIDEngine.broadcast, cid != 0, engine.channels.withLock({ $0.open.contains(cid) }) else {
         return sendError(cid, 0x0B)  // INVALID_CHANNEL
       }
       switch cmd {
       case 0x81: send(cid, 0x81, data)  // PING
       case 0x88: send(cid, 0x88, [])  // WINK
       case 0x90:  // CBOR
-        let key = engine.key
-        let reply = engine.busy.withLock {
-          key.waitingForTouch = { [weak self] in self?.send(cid, 0xBB, [2]) }  // KEEPALIVE UP_NEEDED
-          defer { key.waitingForTouch = nil }
-          let reply = key.serving(.init(port: ObjectIdentifier(self), channel: cid)) { key.handle(data) }
+        let (key, engine) = (engine.key, engine)
+        let requester = VirtualFIDO2Key.Requester(port: ObjectIdentifier(self), channel: cid)
+        let reply = engine.busy.withLock { _ in
+          let reply = key.serving(requester) {
+            key.handle(data, waitingForTouch: { [weak self] in self?.send(cid, 0xBB, [2]) })  // KEEPALIVE UP_NEEDED
+          }
           LatencyProfile.wait(engine.latency.fido2Delay(data))
           return reply
         }
@@ -158,8 +199,6 @@ public final class CTAPHIDEngine: @unchecked Sendable {
 
     /// Splits a reply into an init frame (57 bytes of data) and continuation frames (59 each), zero padded.
     func send(_ cid: UInt32, _ cmd: UInt8, _ data: [UInt8]) {
-      sendLock.lock()
-      defer { sendLock.unlock() }
       let cidBytes = bigEndian(cid)
       var frames: [[UInt8]] = [cidBytes + [cmd, UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data.prefix(57)]
       var offset = min(57, data.count)
@@ -170,20 +209,22 @@ public final class CTAPHIDEngine: @unchecked Sendable {
         offset += chunk.count
         seq += 1
       }
-      for f in frames {
-        let report = f + [UInt8](repeating: 0, count: 64 - f.count)
-        if held != nil { held?.append(report) } else { emit(report) }
+      held.withLock { held in
+        for f in frames {
+          let report = f + [UInt8](repeating: 0, count: 64 - f.count)
+          if held != nil { held?.append(report) } else { emit(report) }
+        }
       }
     }
   }
 
-  public func openPort(emit: @escaping ([UInt8]) -> Void) -> Port { Port(engine: self, emit: emit) }
+  public func openPort(emit: @escaping @Sendable ([UInt8]) -> Void) -> Port { Port(engine: self, emit: emit) }
 
   func allocateChannel() -> UInt32 {
-    lock.withLock {
-      let n = nextCID
-      nextCID = nextCID &+ 1 == Self.broadcast ? 1 : nextCID &+ 1
-      channels.insert(n)
+    channels.withLock { c in
+      let n = c.next
+      c.next = c.next &+ 1 == Self.broadcast ? 1 : c.next &+ 1
+      c.open.insert(n)
       return n
     }
   }

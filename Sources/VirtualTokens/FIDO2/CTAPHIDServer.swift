@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -7,15 +8,18 @@ import Foundation
 /// CTAPHID (CTAP 2.1 §11.2) over a Unix SOCK_SEQPACKET socket: each datagram is one 64-byte HID report
 /// (a leading report-ID byte 0 on 65-byte writes is accepted, as hidraw writes carry one).
 /// Clients: libfido2 through its custom I/O hooks, python-fido2 through a CtapHidConnection.
-public final class CTAPHIDServer: @unchecked Sendable {
+public final class CTAPHIDServer: Sendable {
   public let engine: CTAPHIDEngine
   let path: String
-  let log: (String) -> Void
-  let lock = NSLock()
-  var connections: Set<Int32> = []
-  var listener: Int32 = -1
-  var stopped = false
-  var replugging = false
+  let log: @Sendable (String) -> Void
+  /// The open connections, the listening socket, and what `stop` and `replug` (other threads) asked of `run`.
+  let sockets = Mutex(Sockets())
+  struct Sockets {
+    var connections: Set<Int32> = []
+    var listener: Int32 = -1
+    var stopped = false
+    var replugging = false
+  }
   /// The threads that serve connections. A client opens the key for each command (a listing: INIT and getInfo), and
   /// a thread made and ended per connection was the largest part of the simulator's CPU in a listing (perf: clone,
   /// stack pages, the exit's unmapping); so a thread whose connection ended waits for the next one. With getInfo
@@ -29,7 +33,7 @@ public final class CTAPHIDServer: @unchecked Sendable {
     set { engine.logRequests = newValue }
   }
 
-  public init(key: VirtualFIDO2Key, path: String, log: @escaping (String) -> Void) {
+  public init(key: VirtualFIDO2Key, path: String, log: @escaping @Sendable (String) -> Void) {
     self.engine = CTAPHIDEngine(key: key, log: log)
     self.path = path
     self.log = log
@@ -39,18 +43,18 @@ public final class CTAPHIDServer: @unchecked Sendable {
   /// then a new one is made (plug) and the key powers up: volatile state is lost and the reset window starts.
   /// A client waits for the re-insert by watching the socket's directory (inotify), as for a hidraw node.
   public func replug() {
-    lock.withLock {
-      replugging = true
-      for c in connections { shutdown(c, Int32(SHUT_RDWR)) }
-      if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
+    sockets.withLock {
+      $0.replugging = true
+      for c in $0.connections { shutdown(c, Int32(SHUT_RDWR)) }
+      if $0.listener >= 0 { shutdown($0.listener, Int32(SHUT_RDWR)) }
     }
   }
 
   public func stop() {
-    lock.withLock {
-      stopped = true
-      for c in connections { shutdown(c, Int32(SHUT_RDWR)) }
-      if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
+    sockets.withLock {
+      $0.stopped = true
+      for c in $0.connections { shutdown(c, Int32(SHUT_RDWR)) }
+      if $0.listener >= 0 { shutdown($0.listener, Int32(SHUT_RDWR)) }
     }
   }
 
@@ -64,30 +68,30 @@ public final class CTAPHIDServer: @unchecked Sendable {
         log("replugged (power cycle)")
       }
       first = false
-      lock.withLock { listener = s }
-      while !lock.withLock({ stopped || replugging }) {
+      sockets.withLock { $0.listener = s }
+      while !sockets.withLock({ $0.stopped || $0.replugging }) {
         let c = accept(s, nil, nil)
         if c < 0 { continue }
-        lock.withLock { _ = connections.insert(c) }
+        sockets.withLock { _ = $0.connections.insert(c) }
         // Each open of the device is a connection; like HID, several may be open at once.
         servers.run { [self] in
           serve(c)
-          lock.withLock { _ = connections.remove(c) }
+          sockets.withLock { _ = $0.connections.remove(c) }
           close(c)
         }
       }
       close(s)
       unlink(path)
-      let again = lock.withLock {
-        listener = -1
-        defer { replugging = false }
-        return !stopped
+      let again = sockets.withLock { sockets in
+        sockets.listener = -1
+        defer { sockets.replugging = false }
+        return !sockets.stopped
       }
       guard again else { return }
       log("unplugged")
       // The connections end before the key comes back (a USB key is off the bus for a moment too); one that
       // lingers (its thread still in a request) never holds the plug-in back for more than a second.
-      for _ in 0..<200 where !lock.withLock({ connections.isEmpty }) { usleep(5_000) }
+      for _ in 0..<200 where !sockets.withLock({ $0.connections.isEmpty }) { usleep(5_000) }
       usleep(50_000)
     }
   }
@@ -137,28 +141,32 @@ public final class CTAPHIDServer: @unchecked Sendable {
 
 /// Threads that each run one job at a time and, between jobs, wait for the next one instead of ending: a job goes
 /// to a waiting thread, or to a new one when all are busy (so jobs never wait for each other).
-final class ParkedThreads: @unchecked Sendable {
-  private let condition = NSCondition()
-  private var jobs: [@Sendable () -> Void] = []
-  private var waiting = 0
+final class ParkedThreads: Sendable {
+  private struct Queue {
+    var jobs: [@Sendable () -> Void] = []
+    /// Threads between jobs (waiting for `queued`, or woken and not yet past taking a job).
+    var waiting = 0
+  }
+
+  private let queue = Mutex(Queue())
+  /// Signalled once per job queued: each signal lets one thread take one job.
+  private let queued = DispatchSemaphore(value: 0)
 
   func run(_ job: @escaping @Sendable () -> Void) {
-    condition.lock()
-    jobs.append(job)
-    if waiting > jobs.count - 1 {
-      condition.signal()
-      condition.unlock()
-      return
+    let parked = queue.withLock { q in
+      q.jobs.append(job)
+      return q.waiting > q.jobs.count - 1
     }
-    condition.unlock()
+    queued.signal()
+    if parked { return }
     Thread { [self] in
       while true {
-        condition.lock()
-        waiting += 1
-        while jobs.isEmpty { condition.wait() }
-        waiting -= 1
-        let next = jobs.removeFirst()
-        condition.unlock()
+        queue.withLock { $0.waiting += 1 }
+        queued.wait()
+        let next = queue.withLock { q in
+          q.waiting -= 1
+          return q.jobs.removeFirst()
+        }
         next()
       }
     }.start()

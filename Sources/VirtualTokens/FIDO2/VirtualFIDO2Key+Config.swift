@@ -2,7 +2,7 @@ import Foundation
 
 /// authenticatorConfig (CTAP 2.1 §6.11), setMinPINLength only (§6.11.4): what a desk sets on a key it hands out
 /// (forceChangePin: the user must change the PIN before it is used again; a new minimum PIN length).
-extension VirtualFIDO2Key {
+extension VirtualFIDO2Key.Processor {
   /// Offered where the profile lists the `authnrCfg` option.
   var configSupported: Bool { profile.option("authnrCfg") == true }
 

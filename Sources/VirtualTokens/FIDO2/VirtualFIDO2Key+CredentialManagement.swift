@@ -5,7 +5,7 @@ import Foundation
 /// libfido2 1.12 sends): getCredsMetadata, enumerateRPs begin/next, enumerateCredentials begin/next,
 /// deleteCredential. Every subcommand except the two "next" ones needs a pinUvAuthToken with the cm permission
 /// (0x04); the "next" ones continue the enumeration begun last and fail with NOT_ALLOWED otherwise.
-extension VirtualFIDO2Key {
+extension VirtualFIDO2Key.Processor {
   func credentialManagement(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let sub = p[int: 1]?.int else { return .failure(.init(.missingParameter)) }
     let params = p[int: 2]

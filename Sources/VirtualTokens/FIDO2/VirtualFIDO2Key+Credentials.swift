@@ -4,7 +4,7 @@ import Foundation
 /// authenticatorMakeCredential / authenticatorGetAssertion (CTAP 2.1 §6.1, §6.2) with ES256 and hmac-secret
 /// (§12.5). A credential ID is a random handle into the state file; discoverable (rk) credentials also keep the
 /// RP and user names for credential management.
-extension VirtualFIDO2Key {
+extension VirtualFIDO2Key.Processor {
   func makeCredential(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let cdh = p[int: 1]?.bytes, let rp = p[int: 2], let rpID = rp[text: "id"]?.text, let user = p[int: 3],
       let userID = user[text: "id"]?.bytes, let algs = p[int: 4]?.array

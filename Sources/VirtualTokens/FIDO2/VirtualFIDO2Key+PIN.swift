@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// authenticatorClientPIN (CTAP 2.1 §6.5).
-extension VirtualFIDO2Key {
+extension VirtualFIDO2Key.Processor {
   func clientPIN(_ p: CBOR) -> Result<CBOR?, CTAP2Error> {
     guard let sub = p[int: 2]?.int else { return .failure(.init(.missingParameter)) }
     let refused = CTAP2Error(profile.unsupportedPINRequest.status)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -7,16 +8,21 @@ import Foundation
 /// The device side of the USB/IP protocol (Linux Documentation/usb/usbip_protocol.rst, version 0x0111) on a
 /// TCP socket: OP_REQ_DEVLIST, OP_REQ_IMPORT, then CMD_SUBMIT / CMD_UNLINK for the imported device until the
 /// host detaches (closes the connection). Device N is bus id "1-N". Loopback addresses only.
-public final class USBIPServer: @unchecked Sendable {
+public final class USBIPServer: Sendable {
   public let devices: [VirtualUSBDevice]
-  let log: (String) -> Void
-  let lock = NSLock()
-  var imported: Set<Int> = []
-  var sessions: [Int: Int32] = [:]
-  var listener: Int32 = -1
-  var stopped = false
+  let log: @Sendable (String) -> Void
+  /// The devices imported and their connections, the listening socket, whether `stop` was called (each connection
+  /// is served by a thread of its own; `stop` and `unplugAll` come from others).
+  let state = Mutex(State())
 
-  public init(devices: [VirtualUSBDevice], log: @escaping (String) -> Void) {
+  struct State {
+    var imported: Set<Int> = []
+    var sessions: [Int: Int32] = [:]
+    var listener: Int32 = -1
+    var stopped = false
+  }
+
+  public init(devices: [VirtualUSBDevice], log: @escaping @Sendable (String) -> Void) {
     self.devices = devices
     self.log = log
   }
@@ -47,17 +53,17 @@ public final class USBIPServer: @unchecked Sendable {
   }
 
   public func stop() {
-    lock.withLock {
-      stopped = true
-      if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
-      for (_, fd) in sessions { shutdown(fd, Int32(SHUT_RDWR)) }
+    state.withLock {
+      $0.stopped = true
+      if $0.listener >= 0 { shutdown($0.listener, Int32(SHUT_RDWR)) }
+      for (_, fd) in $0.sessions { shutdown(fd, Int32(SHUT_RDWR)) }
     }
   }
 
   /// Unplugs every attached device from the server side (the host sees the connection close).
   public func unplugAll() {
-    lock.withLock {
-      for (_, fd) in sessions { shutdown(fd, Int32(SHUT_RDWR)) }
+    state.withLock {
+      for (_, fd) in $0.sessions { shutdown(fd, Int32(SHUT_RDWR)) }
     }
   }
 
@@ -88,9 +94,9 @@ public final class USBIPServer: @unchecked Sendable {
       close(s)
       throw POSIXError(.EADDRINUSE)
     }
-    lock.withLock { listener = s }
+    state.withLock { $0.listener = s }
     ready()
-    while !lock.withLock({ stopped }) {
+    while !state.withLock({ $0.stopped }) {
       let c = accept(s, nil, nil)
       if c < 0 { continue }
       setsockopt(c, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -121,13 +127,13 @@ public final class USBIPServer: @unchecked Sendable {
       guard let raw = socketRead(c, 32) else { return }
       let busID = String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
       guard let i = devices.indices.first(where: { Self.busID($0) == busID }),
-        lock.withLock({ imported.insert(i).inserted })
+        state.withLock({ $0.imported.insert(i).inserted })
       else {
         log("import of \(busID) refused (unknown or already attached)")
         _ = socketSend(c, be16(Self.version) + be16(0x0003) + be32(1))
         return
       }
-      defer { lock.withLock { _ = imported.remove(i) } }
+      defer { state.withLock { _ = $0.imported.remove(i) } }
       let session = URBSession(fd: c, device: devices[i], log: log)
       guard session.attach() else {  // its external key is not there: as if the device were not plugged in
         _ = socketSend(c, be16(Self.version) + be16(0x0003) + be32(1))
@@ -136,9 +142,9 @@ public final class USBIPServer: @unchecked Sendable {
       defer { devices[i].detach() }
       guard socketSend(c, be16(Self.version) + be16(0x0003) + be32(0) + deviceBlock(i)) else { return }
       log("\(busID) attached (\(devices[i].kind.rawValue), serial \(devices[i].serial))")
-      lock.withLock { sessions[i] = c }
+      state.withLock { $0.sessions[i] = c }
       session.run()
-      lock.withLock { _ = sessions.removeValue(forKey: i) }
+      state.withLock { _ = $0.sessions.removeValue(forKey: i) }
       log("\(busID) detached")
     default: log(String(format: "USB/IP operation %04x refused", code))
     }
@@ -159,15 +165,22 @@ public final class USBIPServer: @unchecked Sendable {
 /// One imported device: URBs in, RET_SUBMIT / RET_UNLINK out. IN URBs on interrupt and bulk endpoints are
 /// parked until the device has data for them (usbhid and libccid keep one outstanding and unlink it on close
 /// or timeout); data queued before a URB arrives waits for one.
-final class URBSession: @unchecked Sendable {
+final class URBSession: Sendable {
   let fd: Int32
   let device: VirtualUSBDevice
-  let log: (String) -> Void
-  let lock = NSLock()
-  var parked: [UInt8: [(seq: UInt32, length: Int)]] = [:]
-  var ready: [UInt8: [[UInt8]]] = [:]
+  let log: @Sendable (String) -> Void
+  /// By IN endpoint: URBs waiting for data, and data waiting for a URB (the URB reader parks and unlinks; the
+  /// device's functions queue from their own threads).
+  let endpoints = Mutex(Endpoints())
+  /// One message at a time on the connection.
+  let sending = Mutex(())
 
-  init(fd: Int32, device: VirtualUSBDevice, log: @escaping (String) -> Void) {
+  struct Endpoints {
+    var parked: [UInt8: [(seq: UInt32, length: Int)]] = [:]
+    var ready: [UInt8: [[UInt8]]] = [:]
+  }
+
+  init(fd: Int32, device: VirtualUSBDevice, log: @escaping @Sendable (String) -> Void) {
     self.fd = fd
     self.device = device
     self.log = log
@@ -200,10 +213,10 @@ final class URBSession: @unchecked Sendable {
         submit(seq, endpoint: endpoint, directionIn: directionIn, length: length, setup: Array(header[40..<48]), data)
       case 2:  // CMD_UNLINK
         let target = be32(header, 20)
-        let found = lock.withLock {
-          for (ep, urbs) in parked {
+        let found = endpoints.withLock { e in
+          for (ep, urbs) in e.parked {
             if let k = urbs.firstIndex(where: { $0.seq == target }) {
-              parked[ep]!.remove(at: k)
+              e.parked[ep]!.remove(at: k)
               return true
             }
           }
@@ -228,13 +241,13 @@ final class URBSession: @unchecked Sendable {
       device.output(endpoint: endpoint, data)
       return send(retSubmit(seq, status: 0, length: data.count))
     }
-    let reply: [UInt8]? = lock.withLock {
-      guard var queue = ready[endpoint], !queue.isEmpty else {
-        parked[endpoint, default: []].append((seq, length))
+    let reply: [UInt8]? = endpoints.withLock { e in
+      guard var queue = e.ready[endpoint], !queue.isEmpty else {
+        e.parked[endpoint, default: []].append((seq, length))
         return nil
       }
       let chunk = take(&queue, length, endpoint: endpoint)
-      ready[endpoint] = queue
+      e.ready[endpoint] = queue
       return retSubmit(seq, status: 0, length: chunk.count) + chunk
     }
     if let reply { send(reply) }
@@ -242,17 +255,17 @@ final class URBSession: @unchecked Sendable {
 
   /// Data for an IN endpoint: to the oldest parked URB, or queued.
   func queueIn(_ endpoint: UInt8, _ data: [UInt8]) {
-    let reply: [UInt8]? = lock.withLock {
-      var queue = ready[endpoint, default: []]
+    let reply: [UInt8]? = endpoints.withLock { e in
+      var queue = e.ready[endpoint, default: []]
       queue.append(data)
-      guard var urbs = parked[endpoint], !urbs.isEmpty else {
-        ready[endpoint] = queue
+      guard var urbs = e.parked[endpoint], !urbs.isEmpty else {
+        e.ready[endpoint] = queue
         return nil
       }
       let urb = urbs.removeFirst()
-      parked[endpoint] = urbs
+      e.parked[endpoint] = urbs
       let chunk = take(&queue, urb.length, endpoint: endpoint)
-      ready[endpoint] = queue
+      e.ready[endpoint] = queue
       return retSubmit(urb.seq, status: 0, length: chunk.count) + chunk
     }
     if let reply { send(reply) }
@@ -267,10 +280,8 @@ final class URBSession: @unchecked Sendable {
     return Array(first.prefix(length))
   }
 
-  let sendLock = NSLock()
-
   func send(_ bytes: [UInt8]) {
-    sendLock.withLock { _ = socketSend(fd, bytes) }
+    sending.withLock { _ in _ = socketSend(fd, bytes) }
   }
 
   func retSubmit(_ seq: UInt32, status: Int32, length: Int) -> [UInt8] {

@@ -56,9 +56,9 @@ public final class VirtualUSBDevice: Sendable {
 
   /// The lab's pull sweep: unplugs this device at a chosen request (see `PullSwitch`); set before serving.
   public var pullSwitch: PullSwitch? {
-    get { fido.map { f in f.lock.withLock { f.pullSwitch } } ?? ccid?.pullSwitch }
+    get { fido.map(\.pullSwitch) ?? ccid?.pullSwitch }
     set {
-      fido?.lock.withLock { fido?.pullSwitch = newValue }
+      fido?.pullSwitch = newValue
       ccid?.pullSwitch = newValue
     }
   }

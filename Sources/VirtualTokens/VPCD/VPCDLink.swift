@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -7,47 +8,55 @@ import Foundation
 /// The card side of vsmartcard's vpcd protocol: a TCP client to the vpcd driver inside pcscd. Frames are
 /// `uint16 big-endian length ‖ payload`; a 1-byte payload is a control message (00 off, 01 on, 02 reset,
 /// 04 get ATR), anything longer a C-APDU (../shared/specs/token-protocols.md §6).
-public final class VPCDLink: @unchecked Sendable {
+public final class VPCDLink: Sendable {
   public let host: String
   public let port: UInt16
-  let card: VirtualPIVCard
-  let log: (String) -> Void
-  let lock = NSLock()
-  var _inserted = true
-  var _stopped = false
-  var fd: Int32 = -1
-  /// Test hook: cuts a flow at its k-th APDU (`RequestPause`).
-  public var pause: RequestPause?
-  /// How long the card takes to answer each APDU (`LatencyProfile`; none by default).
-  public var latency = LatencyProfile.none
+  /// The card; `run`'s thread is the one that uses it.
+  let card: Mutex<VirtualPIVCard>
+  let log: @Sendable (String) -> Void
+  /// Whether the card is in the reader, whether `stop` was called, and the connection (`inserted` and `stop` come
+  /// from other threads than `run`).
+  let link = Mutex((inserted: true, stopped: false, fd: Int32(-1)))
+  let settings = Mutex((pause: RequestPause?.none, latency: LatencyProfile.none))
 
-  public init(host: String, port: UInt16, card: VirtualPIVCard, log: @escaping (String) -> Void) {
+  /// Test hook: cuts a flow at its k-th APDU (`RequestPause`).
+  public var pause: RequestPause? {
+    get { settings.withLock { $0.pause } }
+    set { settings.withLock { $0.pause = newValue } }
+  }
+  /// How long the card takes to answer each APDU (`LatencyProfile`; none by default).
+  public var latency: LatencyProfile {
+    get { settings.withLock { $0.latency } }
+    set { settings.withLock { $0.latency = newValue } }
+  }
+
+  public init(host: String, port: UInt16, card: sending VirtualPIVCard, log: @escaping @Sendable (String) -> Void) {
     self.host = host
     self.port = port
-    self.card = card
+    self.card = Mutex(card)
     self.log = log
   }
 
   /// Card present in the reader? Setting false closes the connection, which vpcd sees as removal.
   public var inserted: Bool {
-    get { lock.withLock { _inserted } }
+    get { link.withLock { $0.inserted } }
     set {
-      lock.withLock { _inserted = newValue }
+      link.withLock { $0.inserted = newValue }
       if !newValue { closeSocket() }
     }
   }
 
   public func stop() {
-    lock.withLock { _stopped = true }
+    link.withLock { $0.stopped = true }
     closeSocket()
   }
 
-  var stopped: Bool { lock.withLock { _stopped } }
+  var stopped: Bool { link.withLock { $0.stopped } }
 
   func closeSocket() {
-    lock.withLock {
-      if fd >= 0 {
-        shutdown(fd, Int32(SHUT_RDWR))
+    link.withLock {
+      if $0.fd >= 0 {
+        shutdown($0.fd, Int32(SHUT_RDWR))
       }
     }
   }
@@ -60,13 +69,13 @@ public final class VPCDLink: @unchecked Sendable {
         usleep(200_000)
         continue
       }
-      lock.withLock { fd = s }
+      link.withLock { $0.fd = s }
       log("connected to vpcd at \(host):\(port)")
       announced = true
       serve(s)
-      lock.withLock { fd = -1 }
+      link.withLock { $0.fd = -1 }
       close(s)
-      card.powerCycle()
+      card.withLock { $0.powerCycle() }
       if announced { log(inserted ? "vpcd connection closed; reconnecting" : "card removed") }
     }
   }
@@ -101,15 +110,16 @@ public final class VPCDLink: @unchecked Sendable {
       guard let payload = socketRead(s, len) else { return }
       if len == 1 {
         switch payload[0] {
-        case 0x00, 0x02: card.powerCycle()  // power off / reset: no reply
+        case 0x00, 0x02: card.withLock { $0.powerCycle() }  // power off / reset: no reply
         case 0x01: break  // power on: no reply
-        case 0x04: guard send(s, card.atr) else { return }
+        case 0x04: guard send(s, card.withLock { $0.atr }) else { return }
         default: log("unknown vpcd control byte \(payload[0])")
         }
         continue
       }
-      let card = self.card
-      let reply = pause.map { $0.around({ card.process(payload) }, dropped: [0x6F, 0x00])! } ?? card.process(payload)
+      let (pause, latency) = settings.withLock { $0 }
+      let process = { self.card.withLock { $0.process(payload) } }
+      let reply = pause.map { $0.around(process, dropped: [0x6F, 0x00])! } ?? process()
       LatencyProfile.wait(latency.pivDelay(payload))
       guard send(s, reply) else { return }
     }
