@@ -161,7 +161,10 @@ final class ScriptedKey {
         if mode == "silent":
             continue
         while True:
-            f = c.recv(64)
+            try:
+                f = c.recv(64)
+            except ConnectionResetError:  # the client closed with an answer unread: as the end of its connection
+                f = b""
             if not f:
                 break
             if f[4] == 0x86:
