@@ -56,12 +56,16 @@ class Desk:
         return str(self.work / "plan.csv")
 
     def sample_argv(self):
-        """Every process's argv, every few ms, while a run goes (the children tokenbridge starts: age)."""
+        """Every process's argv, every few ms, while a run goes (the children tokenbridge starts: age). Only this
+        run's network namespace (Tools/with-pcscd's): test files beside it in other namespaces (Tools/test's other
+        workers) pass test PINs on their peers' command lines (yubico-piv-tool -P), which are not this run's."""
+        mine = os.readlink("/proc/self/ns/net")
         while self.sampling:
             for p in Path("/proc").iterdir():
                 if p.name.isdigit():
                     try:
-                        self.argv.add((p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                        if os.readlink(p / "ns" / "net") == mine:
+                            self.argv.add((p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
                     except OSError:
                         pass
             time.sleep(0.002)

@@ -21,7 +21,7 @@ export XDG_DATA_HOME=$w/d XDG_CONFIG_HOME=$w/c
 """
 
 WATCH = ATTACH.replace("DEVICE", "composite") + r"""
-env -u TOKENBRIDGE_VIRTUAL_FIDO "$vt/tokenbridge" watch --json >"$w/watch.out" 2>"$w/watch.err" &
+env -u TOKENBRIDGE_VIRTUAL_FIDO TOKENBRIDGE_WATCH_DEBUG=1 "$vt/tokenbridge" watch --json >"$w/watch.out" 2>"$w/watch.err" &
 watch=$!
 waitfor watching "$w/watch.err"
 start=$(date +%s%N)
@@ -55,7 +55,8 @@ def test_composite_attach_and_detach_is_one_token(devices):
     added = next(e for e in lines if e["event"] == "added")
     removed = next(e for e in lines if e["event"] == "removed")
     # One token for both interfaces: the PIV card's id (stable across replugs), both ids, one USB device.
-    assert added["token"] == removed["token"] == "piv-20000001", events
+    # (stderr: the watch's raw inputs with their times, TOKENBRIDGE_WATCH_DEBUG=1)
+    assert added["token"] == removed["token"] == "piv-20000001", events + r.stderr
     assert added["ids"] == removed["ids"] == ids, events
     assert added["capabilities"] == ["fido2", "piv"], events
     assert added["device"] == removed["device"] == "usb-1209-0001-20000001", events
