@@ -43,19 +43,19 @@ class Handler(DeviceRoutes, AdminRoutes, BaseHTTPRequestHandler):
     def loopback_client(self):
         return self.client_address[0] in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
-    def do_PATCH(self):
+    def body_route(self, method):
+        """A PATCH or DELETE: only the device routes take them, with a body of at most 64 KiB."""
         length = int(self.headers.get("Content-Length") or 0)
         if length > 1 << 16:
             return self.send(413, {}, "application/json")
-        if not self.device_route("PATCH", self.rfile.read(length)):
+        if not self.device_route(method, self.rfile.read(length)):
             self.send(404, {}, "application/json")
 
+    def do_PATCH(self):
+        self.body_route("PATCH")
+
     def do_DELETE(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 1 << 16:
-            return self.send(413, {}, "application/json")
-        if not self.device_route("DELETE", self.rfile.read(length)):
-            self.send(404, {}, "application/json")
+        self.body_route("DELETE")
 
     def do_GET(self):
         if self.device_route("GET", b""):
