@@ -1,13 +1,17 @@
 """Every fuzz target replays its committed corpus (Tests/fuzz-corpus/TARGET) through the normal build of
 `tokenbridge-fuzz`, which checks the same properties the fuzzer does (a violated one traps). Inputs that once crashed a
 target stay in its corpus as regressions. Tools/fuzz runs the fuzzer itself."""
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from conftest import BIN, ROOT
 
-FUZZ = BIN / "tokenbridge-fuzz"
+# The fuzz targets are not part of the release build the other CLI tests may run on (Tools/test): TB_FUZZ_BIN names
+# the build that has them.
+FUZZ = Path(os.environ.get("TB_FUZZ_BIN", BIN)) / "tokenbridge-fuzz"
 CORPUS = ROOT / "Tests" / "fuzz-corpus"
 
 
