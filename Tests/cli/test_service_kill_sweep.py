@@ -35,9 +35,10 @@ SAMPLE = 3
 
 # The caller: a desktop program in a process of its own, so that it can be killed. It sends what it reads on stdin
 # to ProcessUAFOperation (a UAF message) or ProcessOutOfBand (a QR code's text) and prints the Response (code and
-# results) as JSON; its unique bus name first, on stderr.
+# results) as JSON; its unique bus name first, on stderr. Like a desktop program, it stops waiting when the service
+# leaves the bus (NameOwnerChanged to no owner): no Response can come then.
 CALLER = """
-import json, sys
+import json, sys, time
 from jeepney import DBusAddress, MatchRule, message_bus, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 address, name, path, method = sys.argv[1:5]
@@ -45,15 +46,30 @@ c = open_dbus_connection(bus=address)
 print(c.unique_name, file=sys.stderr, flush=True)
 rule = MatchRule(type="signal", interface=name + ".Request", member="Response")
 c.send_and_get_reply(message_bus.AddMatch(rule))
-args = ("", sys.stdin.read(), "", {}) if method == "ProcessUAFOperation" else ("", "qr", sys.stdin.read(), {})
-call = new_method_call(DBusAddress(path, bus_name=name, interface=name), method, "sssa{sv}", args)
-reply = c.send_and_get_reply(call, timeout=60)
-if reply.header.message_type.name == "error":
-    print(json.dumps({"error": reply.header.fields.get(4), "body": list(reply.body)}), flush=True)
-    sys.exit(1)
-rule = MatchRule(type="signal", interface=name + ".Request", member="Response", path=reply.body[0])
-with c.filter(rule) as q:
-    code, results = c.recv_until_filtered(q, timeout=120).body
+gone = MatchRule(type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
+                 member="NameOwnerChanged", path="/org/freedesktop/DBus")
+gone.add_arg_condition(0, name)
+c.send_and_get_reply(message_bus.AddMatch(gone))
+with c.filter(gone, bufsize=16) as g:
+    args = ("", sys.stdin.read(), "", {}) if method == "ProcessUAFOperation" else ("", "qr", sys.stdin.read(), {})
+    call = new_method_call(DBusAddress(path, bus_name=name, interface=name), method, "sssa{sv}", args)
+    reply = c.send_and_get_reply(call, timeout=60)
+    if reply.header.message_type.name == "error":
+        print(json.dumps({"error": reply.header.fields.get(4), "body": list(reply.body)}), flush=True)
+        sys.exit(1)
+    rule = MatchRule(type="signal", interface=name + ".Request", member="Response", path=reply.body[0])
+    with c.filter(rule) as q:
+        end = time.monotonic() + 120
+        while not q:
+            while g:
+                if g.popleft().body[2] == "":
+                    print(json.dumps({"error": "the service left the bus"}), flush=True)
+                    sys.exit(1)
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no Response in 120 s")
+            c.recv_messages(timeout=left)
+        code, results = q.popleft().body
 print(json.dumps({"code": code, "results": {k: v[1] for k, v in results.items()}}), flush=True)
 """
 
