@@ -189,6 +189,8 @@ def test_the_page_link_signs_in(card, browser, site, scenario, tmp_path):  # noq
     scenario(["@ok", "123456"])
     click_link(browser, site.origin + "/oob?op=Reg&user=alice")
     wait_until(lambda: state(browser) == "Registered alice", "the page's registration", timeout=90)
+    # The page sees the server's answer before the handler has ended: its exit status comes after.
+    wait_until(lambda: len(browser.desktop.runs()) == 1, "the handler's end", timeout=60)
     assert browser.desktop.runs() == ["0"], browser.desktop.err.read_text()
     log = pinentry_log(tmp_path)
     assert "CONFIRM" in log and "GETPIN" in log, log
@@ -197,6 +199,7 @@ def test_the_page_link_signs_in(card, browser, site, scenario, tmp_path):  # noq
     scenario(["@ok", "123456"])
     click_link(browser, site.origin + "/oob?op=Auth&user=alice")
     wait_until(lambda: state(browser) == "Signed in as alice", "the page's login", timeout=90)
+    wait_until(lambda: len(browser.desktop.runs()) == 2, "the handler's end", timeout=60)
     assert browser.desktop.runs() == ["0", "0"], browser.desktop.err.read_text()
     assert opened_besides_links(browser) == []
 
@@ -216,6 +219,7 @@ def test_a_hostile_link_is_refused(card, browser, site, scenario, tmp_path):  # 
     callbacks = "%26x-success%3Djavascript%3Aalert(document.cookie)%26x-error%3Dfile%3A%2F%2F%2Fetc%2Fpasswd"
     click_link(browser, site.origin + "/oob?op=Reg&user=alice&callbacks=" + callbacks)
     wait_until(lambda: state(browser) == "Registered alice", "the page's registration", timeout=90)
+    wait_until(lambda: len(browser.desktop.runs()) == 2, "the handler's end", timeout=60)
     err = browser.desktop.err.read_text()
     assert browser.desktop.runs() == ["31", "0"], err
     assert "Not opened: javascript:alert(document.cookie)" in err, err
