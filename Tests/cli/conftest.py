@@ -112,13 +112,15 @@ def pin_pipe(pins):
 
 
 def tb(*args, pins=None, env=None, timeout=60):
-    """Runs tokenbridge; `pins` (a list of lines) go through --pin-fd (a pipe), never argv."""
+    """Runs tokenbridge; `pins` (a list of lines) go through --pin-fd (a pipe), never argv. --pin-fd goes before a
+    "--" in `args` (after it, everything is an operand)."""
     cmd = [TOKENBRIDGE, *args]
     pass_fds = ()
     r_fd = None
     if pins is not None:
         r_fd = pin_pipe(pins)
-        cmd += ["--pin-fd", str(r_fd)]
+        end = cmd.index("--") if "--" in cmd else len(cmd)
+        cmd[end:end] = ["--pin-fd", str(r_fd)]
         pass_fds = (r_fd,)
     full_env = dict(os.environ, **(env or {}))
     try:

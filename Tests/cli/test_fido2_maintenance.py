@@ -91,11 +91,12 @@ def test_credentials_list_and_delete(key, tmp_path):
     assert sorted((c["credential"]["rpID"], c["credential"]["userName"], c["createdByTokenBridge"]) for c in listed) \
         == [("example.com", "alice", False), ("example.org", "bob", False)]
     bob = next(c for c in listed if c["credential"]["userName"] == "bob")
-    # The confirmation is the RP id typed in full; anything else deletes nothing.
-    r = tb_raw("fido2", "credentials", "delete", bob["id"], env=env, pins=[PIN, "y"])
+    # The confirmation is the RP id typed in full; anything else deletes nothing. The id after `--`: a base64url id
+    # begins with "-" one time in 64 (docs/fido2.md).
+    r = tb_raw("fido2", "credentials", "delete", "--", bob["id"], env=env, pins=[PIN, "y"])
     assert r.returncode == 32 and "Not confirmed" in r.stderr
     assert len(json.loads(tb_raw("fido2", "credentials", "--json", env=env, pins=[PIN]).stdout)) == 2
-    r = tb_raw("fido2", "credentials", "delete", bob["id"], env=env, pins=[PIN, "example.org"])
+    r = tb_raw("fido2", "credentials", "delete", "--", bob["id"], env=env, pins=[PIN, "example.org"])
     assert r.returncode == 0, r.stderr
     left = json.loads(tb_raw("fido2", "credentials", "--json", env=env, pins=[PIN]).stdout)
     assert [c["credential"]["userName"] for c in left] == ["alice"]
