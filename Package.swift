@@ -53,7 +53,7 @@ let package = Package(
     .target(
       name: "TokenDevices",
       dependencies: [
-        "Platform", "CPCSC", "CFido2", "CUSB", "CLibCrypto", "CLazy", .product(name: "Crypto", package: "swift-crypto"),
+        "Platform", "CPCSC", "CFido2", "CUSB", "CLibCrypto", "CLazy",
       ]),
     // Client library: operations and interaction protocols.
     .target(
