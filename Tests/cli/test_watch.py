@@ -128,6 +128,10 @@ def test_watch_survives_a_pcscd_restart():
     ticks = int(head.split("cpu-ticks-while-pcscd-was-away=")[1].split()[0])
     assert ticks <= 5, head
     lines = events.splitlines()
+    # A pcscd told to stop removes its readers first (pcscdaemon.c: RFCleanupReaders, then its socket goes): a watch
+    # that reads that change before the socket closes says so, truthfully; a loaded machine lets it.
+    while lines and lines[0].startswith("reader-removed source=\"Virtual PCD 00 0"):
+        lines.pop(0)
     assert lines[0] == "pcscd-unavailable (waiting for pcscd to come back)", events
     assert lines[1] == "pcscd-back", events
     assert lines[-1].startswith("added piv-7700002 capabilities=piv"), events
