@@ -9,8 +9,8 @@ import pytest
 
 from conftest import BIN, ROOT
 
-# Both builds have tokenbridge-fuzz (Tools/build-release copies it beside the release binaries); TB_FUZZ_BIN names
-# another build's directory.
+# The fuzz targets are not part of the release build the other CLI tests may run on (Tools/test): TB_FUZZ_BIN names
+# the build that has them.
 FUZZ = Path(os.environ.get("TB_FUZZ_BIN", BIN)) / "tokenbridge-fuzz"
 CORPUS = ROOT / "Tests" / "fuzz-corpus"
 
