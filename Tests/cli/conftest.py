@@ -19,6 +19,12 @@ if os.environ.get("TB_IN_NAMESPACE") != "1":
     pytest.exit("these tests need the private pcscd: run them through Tools/test", returncode=2)
 
 
+def dbus_exec(path):
+    """A program path for a D-Bus activation file's Exec= line: dbus-daemon splits it as a shell would, so the path
+    is double-quoted with `"`, `\\`, `$` and `` ` `` escaped (as Tools/install-udev writes it)."""
+    return '"' + "".join("\\" + c if c in '"\\$`' else c for c in str(path)) + '"'
+
+
 def card_present(slot):
     return subprocess.run(["opensc-tool", "-r", str(slot), "-a"], capture_output=True).returncode == 0
 

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 import browsers
-from conftest import TOKENBRIDGE, wait_until
+from conftest import TOKENBRIDGE, dbus_exec, wait_until
 from implementations import UAFToken
 from dbus_service import call, unwrap
 from test_dbus_service import alive, bus, home, pinentry_log, pinentry_pids, scenario  # noqa: F401 (fixtures)
@@ -165,7 +165,7 @@ def test_register_authenticate_deregister_from_a_page(kind, browser, request, ca
     b_bus = bus(token.env, start=False)
     # D-Bus activation starts the service for the host's first call.
     (b_bus.services / "org.tokenbridge.TokenBridge1.service").write_text(
-        f"[D-BUS Service]\nName=org.tokenbridge.TokenBridge1\nExec={TOKENBRIDGE} serve --idle-timeout 120\n")
+        f"[D-BUS Service]\nName=org.tokenbridge.TokenBridge1\nExec={dbus_exec(TOKENBRIDGE)} serve --idle-timeout 120\n")
     b = browser({"DBUS_SESSION_BUS_ADDRESS": b_bus.address})
     page(b, pages.origin)
 

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from conftest import dbus_exec
 from dbus_service import *  # noqa: F401,F403 (the harness and its fixtures; other test files import them from here too)
 
 
@@ -207,7 +208,7 @@ def test_origin_from_a_named_caller(card, bus, rps, tmp_path, home):
 def test_activation_and_idle_exit(card, bus, tmp_path):
     b = bus(start=False)
     (b.services / f"{NAME}.service").write_text(
-        f"[D-BUS Service]\nName={NAME}\nExec={TOKENBRIDGE} serve --idle-timeout 2\n")
+        f"[D-BUS Service]\nName={NAME}\nExec={dbus_exec(TOKENBRIDGE)} serve --idle-timeout 2\n")
     c = b.connect()
     assert not has_owner(c, NAME)
     d = unwrap(call(c, "Discover")[0])  # the bus starts the service for this call

@@ -3,6 +3,7 @@ installed by Tools/install-udev."""
 import filecmp
 import os
 import shutil
+import shlex
 import subprocess
 
 import pytest
@@ -38,7 +39,7 @@ def bash_complete(line):
     """What the generated bash completion offers for `line` (the cursor at its end), run by a non-interactive bash
     as bash's `complete -F` would call it."""
     script = f"""
-source {ROOT / "completions" / "tokenbridge.bash"}
+source {shlex.quote(str(ROOT / "completions" / "tokenbridge.bash"))}
 COMP_LINE={line!r}
 COMP_POINT=${{#COMP_LINE}}
 read -ra COMP_WORDS <<<"$COMP_LINE"

@@ -174,10 +174,12 @@ def test_the_desktop_entry_is_valid_and_installs_as_the_tokenbridge_handler(home
     entry.write_text(r.stdout)
     v = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
     assert (v.returncode, v.stdout + v.stderr) == (0, "")
-    r = tb(home, "install-desktop")
+    r = tb(home, "install-desktop", "--executable", "/usr/lib/tokenbridge-test/tokenbridge")
     assert r.returncode == 0, r.stderr
     installed = os.path.join(home["XDG_DATA_HOME"], "applications", "tokenbridge.desktop")
     assert r.stdout.splitlines() == [f"Installed {installed}", "Default handler of tokenbridge: links."]
+    with open(installed) as f:
+        assert "Exec=/usr/lib/tokenbridge-test/tokenbridge oob %u\n" in f.read()
     assert os.stat(installed).st_mode & 0o777 == 0o644
     v = subprocess.run(["desktop-file-validate", installed], capture_output=True, text=True)
     assert (v.returncode, v.stdout + v.stderr) == (0, "")
@@ -187,3 +189,31 @@ def test_the_desktop_entry_is_valid_and_installs_as_the_tokenbridge_handler(home
     assert q.stdout.strip() == "tokenbridge.desktop", q.stderr
     with open(os.path.join(home["XDG_DATA_HOME"], "applications", "mimeinfo.cache")) as f:
         assert "x-scheme-handler/tokenbridge=tokenbridge.desktop;" in f.read()
+
+
+def test_a_program_path_that_needs_quoting_is_run_through_a_link(home, tmp_path):
+    """xdg-open (xdg-utils 1.1.3) takes Exec's first space-separated word as the program and ignores the quoting the
+    specification defines: an executable under a path with a space is run through a link beside the entry
+    ($XDG_DATA_HOME/tokenbridge/bin/tokenbridge); a second install replaces the link, and a file there that is not a
+    link is left alone and refused."""
+    exe = "/opt/my tools/tokenbridge"
+    link = os.path.join(home["XDG_DATA_HOME"], "tokenbridge", "bin", "tokenbridge")
+    installed = os.path.join(home["XDG_DATA_HOME"], "applications", "tokenbridge.desktop")
+    for _ in range(2):
+        r = tb(home, "install-desktop", "--executable", exe)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[:2] == [
+            f"Installed {installed}",
+            f"It runs {link}, a link to {exe} (xdg-open cannot start a program path that needs quoting)."]
+        assert os.readlink(link) == exe
+        with open(installed) as f:
+            assert f"Exec={link} oob %u\n" in f.read()
+        v = subprocess.run(["desktop-file-validate", installed], capture_output=True, text=True)
+        assert (v.returncode, v.stdout + v.stderr) == (0, "")
+    os.unlink(link)
+    with open(link, "w") as f:
+        f.write("not ours")
+    r = tb(home, "install-desktop", "--executable", exe)
+    assert r.returncode != 0 and link in r.stderr, (r.returncode, r.stderr)
+    with open(link) as f:
+        assert f.read() == "not ours"

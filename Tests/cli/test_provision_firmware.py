@@ -11,8 +11,8 @@ from fido2.ctap2.pin import ClientPin
 
 from conftest import tb
 from implementations import pin_protocol
+from relying_party import RelyingParty
 from test_fido2_interop import firmware_key, firmware_keys  # noqa: F401 (a fixture and its parameters)
-from test_uaf import RelyingParty
 
 
 def key_state(key):
@@ -65,7 +65,7 @@ def test_a_key_without_authenticator_config_is_provisioned_with_a_note_and_its_s
         pin = opened.stdout.strip()
         assert pin.isdigit() and len(pin) >= 8
         assert pin not in r.stdout + r.stderr + (tmp_path / "report.json").read_text()
-        # The key now has that PIN, takes it at once (no forced change), and no try was spent on the way.
+        # The key now has that PIN with its tries full, and takes it at once (no forced change).
         info, tries = key_state(key)
         assert info.options.get("clientPin") is True and not info.force_pin_change, info
         assert tries == 8

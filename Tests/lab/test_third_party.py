@@ -9,6 +9,7 @@ and our udev rule, tokenbridge's flows (tokens, pin set/status, register, authen
 reference RP in the guest), and a replug of the key seen as a USB unplug."""
 import base64
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _key_command(name):
     if name == "virtual":
         vt = f'"${{TB_BIN:-$LAB_ROOT/.build/debug}}/virtual-token"'
         return f"{vt} fido2 --socket {SOCK} --state {WORK}/state/key.json"
-    return f"{THIRD_PARTY} fido2 {name} --socket {SOCK} --state {WORK}/state"
+    return f"{shlex.quote(str(THIRD_PARTY))} fido2 {name} --socket {SOCK} --state {WORK}/state"
 
 
 def _up(name):

@@ -51,9 +51,8 @@ public struct DesktopHandler: Sendable {
   /// `$` and `\` escaped by a backslash inside the quotes, then every backslash doubled (string-value escaping) and
   /// `%` written `%%` (field codes).
   static func execQuoted(_ path: String) -> String {
-    let reserved = Set(" \t\n\"'\\><~|&;$*?#()`%=")
     var s = path
-    if path.contains(where: { reserved.contains($0) }) {
+    if needsQuoting(path) {
       var q = "\""
       for c in path {
         if "\"`$\\".contains(c) { q.append("\\") }
@@ -62,6 +61,12 @@ public struct DesktopHandler: Sendable {
       s = q + "\""
     }
     return s.replacing("\\", with: "\\\\").replacing("%", with: "%%")
+  }
+
+  /// Whether an Exec program path holds a character the specification reserves (it must then be quoted).
+  static func needsQuoting(_ path: String) -> Bool {
+    let reserved = Set(" \t\n\"'\\><~|&;$*?#()`%=")
+    return path.contains(where: { reserved.contains($0) })
   }
 
   /// `$XDG_DATA_HOME/applications` (default `~/.local/share/applications`).
@@ -80,12 +85,30 @@ public struct DesktopHandler: Sendable {
     public var defaultHandler: String?
     /// `update-desktop-database …`: nil when it ran fine, else why not.
     public var database: String?
+    /// The link the entry runs instead of the executable, when the executable's path needs quoting (`install`).
+    public var link: String?
   }
 
   /// Writes the entry (0644, replacing an older one atomically) into `directory`, makes it the default handler of
   /// `tokenbridge:` links and updates the directory's MIME cache.
+  ///
+  /// xdg-open (xdg-utils 1.1.3, Debian 12's) takes an entry's program as the first space-separated word of Exec and
+  /// ignores the specification's quoting, so a quoted path never starts from a link opened through it (Chromium opens
+  /// links through xdg-open; GIO, which Firefox uses, quotes right). An executable whose path needs quoting is run
+  /// through a symbolic link to it, `tokenbridge/bin/tokenbridge` beside `directory` (in `$XDG_DATA_HOME`), when that
+  /// path needs none.
   public func install(into directory: URL = applicationsDirectory) throws(OperationError) -> Installed {
-    let text = try entry()
+    var text = try entry()
+    var link: String? = nil
+    if Self.needsQuoting(executable) {
+      let bin = directory.deletingLastPathComponent().appendingPathComponent("tokenbridge/bin")
+      let path = bin.appendingPathComponent("tokenbridge").path
+      if !Self.needsQuoting(path) {
+        try Self.link(path, to: executable, in: bin)
+        text = try DesktopHandler(executable: path).entry()
+        link = path
+      }
+    }
     let file = directory.appendingPathComponent(Self.fileName)
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -98,7 +121,23 @@ public struct DesktopHandler: Sendable {
     return Installed(
       file: file.path,
       defaultHandler: Self.run("xdg-mime", ["default", Self.fileName, Self.mimeType]),
-      database: Self.run("update-desktop-database", [directory.path]))
+      database: Self.run("update-desktop-database", [directory.path]), link: link)
+  }
+
+  /// Makes `path` a symbolic link to `target`, replacing an older link (never a file that is not one).
+  static func link(_ path: String, to target: String, in directory: URL) throws(OperationError) {
+    do {
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    } catch {
+      let posix = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
+      throw .input(.file(path: directory.path, errno: posix ?? EIO))
+    }
+    var st = stat()
+    if lstat(path, &st) == 0 {
+      guard st.st_mode & S_IFMT == S_IFLNK else { throw .input(.file(path: path, errno: EEXIST)) }
+      guard unlink(path) == 0 else { throw .input(.file(path: path, errno: errno)) }
+    }
+    guard symlink(target, path) == 0 else { throw .input(.file(path: path, errno: errno)) }
   }
 
   /// Runs a tool from PATH; nil on success, else a short reason.

@@ -26,6 +26,10 @@ struct InstallDesktop: ParsableCommand {
       }
       let done = try handler.install()
       print("Installed \(done.file)")
+      if let link = done.link {
+        print(
+          "It runs \(link), a link to \(handler.executable) (xdg-open cannot start a program path that needs quoting).")
+      }
       print(
         done.defaultHandler.map { "Not made the default handler: \($0)" } ?? "Default handler of tokenbridge: links.")
       if let d = done.database { print("MIME cache not updated: \(d)") }
