@@ -124,7 +124,8 @@ public struct DesktopHandler: Sendable {
       database: Self.run("update-desktop-database", [directory.path]), link: link)
   }
 
-  /// Makes `path` a symbolic link to `target`, replacing an older link (never a file that is not one).
+  /// Makes `path` a symbolic link to `target`, replacing an older link in one rename (never a file that is not a
+  /// link).
   static func link(_ path: String, to target: String, in directory: URL) throws(OperationError) {
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -133,11 +134,15 @@ public struct DesktopHandler: Sendable {
       throw .input(.file(path: directory.path, errno: posix ?? EIO))
     }
     var st = stat()
-    if lstat(path, &st) == 0 {
-      guard st.st_mode & S_IFMT == S_IFLNK else { throw .input(.file(path: path, errno: EEXIST)) }
-      guard unlink(path) == 0 else { throw .input(.file(path: path, errno: errno)) }
+    if lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFLNK { throw .input(.file(path: path, errno: EEXIST)) }
+    let staged = path + ".new"
+    unlink(staged)  // one a killed install left
+    guard symlink(target, staged) == 0 else { throw .input(.file(path: staged, errno: errno)) }
+    guard rename(staged, path) == 0 else {
+      let e = errno
+      unlink(staged)
+      throw .input(.file(path: path, errno: e))
     }
-    guard symlink(target, path) == 0 else { throw .input(.file(path: path, errno: errno)) }
   }
 
   /// Runs a tool from PATH; nil on success, else a short reason.
