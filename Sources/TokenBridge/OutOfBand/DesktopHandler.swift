@@ -115,13 +115,18 @@ public struct DesktopHandler: Sendable {
       try Data(text.utf8).write(to: file, options: .atomic)
       try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
     } catch {
-      let posix = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
-      throw .input(.file(path: file.path, errno: posix ?? EIO))
+      throw Self.fileError(error, path: file.path)
     }
     return Installed(
       file: file.path,
       defaultHandler: Self.run("xdg-mime", ["default", Self.fileName, Self.mimeType]),
       database: Self.run("update-desktop-database", [directory.path]), link: link)
+  }
+
+  /// A FileManager failure at `path` as the input error naming it (its POSIX code, else EIO).
+  static func fileError(_ error: any Error, path: String) -> OperationError {
+    let posix = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
+    return .input(.file(path: path, errno: posix ?? EIO))
   }
 
   /// Makes `path` a symbolic link to `target`, replacing an older link in one rename (never a file that is not a
@@ -130,8 +135,7 @@ public struct DesktopHandler: Sendable {
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     } catch {
-      let posix = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
-      throw .input(.file(path: directory.path, errno: posix ?? EIO))
+      throw Self.fileError(error, path: directory.path)
     }
     var st = stat()
     if lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFLNK { throw .input(.file(path: path, errno: EEXIST)) }
