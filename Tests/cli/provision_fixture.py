@@ -255,6 +255,22 @@ def kill(desk, cards, keys):
     return dict(facts, kills=kills, final=final, rerun=rerun, rerunReport=desk.report())
 
 
+def held(desk, cards, keys):
+    """A registration the server took and had not stored yet when the run was killed (the RP holds its store until
+    the same user's next registration response arrives, then stores it first): the rerun finds no registration of
+    that row at the server, registers it again, and the first one lands after its check."""
+    desk.plan(plan_rows(cards, keys, extra=0))
+    rp("POST", "/_admin/hold-registration-store", {"count": 1})
+    p = desk.start("--json")
+    seen = wait_for(lambda: rp("GET", "/_admin/held-registrations") or p.poll() is not None)
+    user = rp("GET", "/_admin/held-registrations")
+    hit = seen and bool(user) and p.poll() is None
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    final = desk.run()
+    return dict(desk.facts(), held=user, hit=hit, final=final)
+
+
 def faulty(desk, cards, keys):
     # Card 0's PIN blocked before the run (yubico-piv-tool, not our code: three wrong PINs).
     for _ in range(3):
@@ -346,7 +362,7 @@ if __name__ == "__main__":
         desk = Desk(work, cards, keys)
         try:
             result = {"full": full, "kill": kill, "faulty": faulty, "refusals": refusals, "payloads": payloads,
-                      "late": late}[scenario](desk, cards, keys)
+                      "late": late, "held": held}[scenario](desk, cards, keys)
         finally:
             desk.stop()
         print(json.dumps(result))

@@ -3,7 +3,8 @@
 provision_fixture.py beside a pcscd and an RP of its own (a nested Tools/with-pcscd) and checks the facts it prints:
 the report and its CSV, the registrations the RP holds, the sealed PINs opened with `age -d` and used to sign in (a
 key's after the PIN change its forcePINChange asks for), no PIN in the report, CSV, journal, output or any child's
-argv, kill -9 at three points then a rerun, a token with a blocked PIN failing alone, a finished journal rerun without
+argv, kill -9 at three points then a rerun, a registration the server stores only after the rerun asked for it
+(withdrawn), a token with a blocked PIN failing alone, a finished journal rerun without
 its tokens, and the refusals."""
 import collections
 import csv
@@ -111,6 +112,20 @@ def test_kill_9_at_three_points_then_a_rerun_leaves_exactly_one_registration_per
     assert f["rerun"]["rc"] == 0 and f["rerun"]["stderr"] == ""
     assert f["rerunReport"]["rows"] == report["rows"]
 
+
+
+def test_a_registration_the_server_stores_after_the_rerun_asked_is_withdrawn():
+    f = scenario("held", 2, 2)
+    assert f["hit"], f["held"]
+    user = f["held"][0]
+    assert f["final"]["rc"] == 0, f["final"]["stderr"][-2000:]
+    report = f["report"]
+    assert report["summary"]["done"] == report["summary"]["rows"] == 4
+    # Exactly one registration per row at the server, and it is the one the report names.
+    assert sorted(g["username"] for g in f["registrations"]) == sorted(r["username"] for r in report["rows"])
+    row = next(r for r in report["rows"] if r["username"] == user)
+    assert [g["keyID"] for g in f["registrations"] if g["username"] == user] == [row["keyID"]]
+    assert "reached the server after this run asked for it and was withdrawn" in row["note"], row
 
 def test_a_token_with_a_blocked_pin_fails_alone_with_its_code():
     f = scenario("faulty")

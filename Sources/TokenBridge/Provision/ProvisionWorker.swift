@@ -189,7 +189,10 @@ struct ProvisionWork: Sendable {
     let record = try? env.localData.authenticators().first { $0.keyID == keyID }
     let aaid =
       record?.aaid ?? (tokens.infos.first?.kind == .fido2 ? ctx.configuration.fido2AAID : ctx.configuration.pivAAID)
-    try provision { () throws(ProvisionError) in try journal.registered(number, aaid: aaid, keyID: keyID, note: nil) }
+    let note = interrupted.flatMap {
+      $0.keyID == keyID ? nil : withdrawLate($0, timeout: ctx.configuration.networkTimeout)
+    }
+    try provision { () throws(ProvisionError) in try journal.registered(number, aaid: aaid, keyID: keyID, note: note) }
     if let old = interrupted { try? env.localData.forgetInterrupted(keyIDs: [old.keyID]) }
     ctx.emit(.init(event: .registered, row: number, username: row.row.username, token: side, message: keyID))
     return (aaid, keyID)
@@ -219,4 +222,25 @@ struct ProvisionWork: Sendable {
 /// A journal or sealing step, its failure as the operation's.
 func provision<T>(_ body: () throws(ProvisionError) -> T) throws(OperationError) -> T {
   do { return try body() } catch { throw .provision(error) }
+}
+
+extension ProvisionWork {
+  /// The killed run's registration may still have been on its way into the server when this run asked for it (a
+  /// server goes on with a response whose client is gone, and a busy one may store it seconds later): asked again
+  /// once the row's new registration is made, and withdrawn if it landed meanwhile, so the row ends with one
+  /// registration. The server forgets a credential when it issues the deregistration request for it (nevisFIDO and
+  /// the reference RP do); its local record was never adopted, so nothing here refers to it. One that lands after
+  /// this second look is not seen. Returns the row's note.
+  func withdrawLate(_ old: AuthenticatorRecord, timeout: Double) -> String? {
+    guard let backend = try? BackendClient(server: old.server, timeout: timeout),
+      let held = try? backend.registeredKeyIDs(username: old.username), held.contains(old.keyID)
+    else { return nil }
+    do {
+      _ = try backend.requestMessage(.dereg, context: ["username": old.username, "keyID": old.keyID])
+      return "The registration of an interrupted run reached the server after this run asked for it and was withdrawn."
+    } catch {
+      return "The registration of an interrupted run (KeyID \(old.keyID)) reached the server after this run asked "
+        + "for it and could not be withdrawn: \(ErrorReport(error).message). Deregister it at the server."
+    }
+  }
 }

@@ -73,6 +73,10 @@ class Handler(DeviceRoutes, AdminRoutes, BaseHTTPRequestHandler):
             return self.send(200, {"trustedFacets": [{"version": {"major": 1, "minor": 1}, "ids": ids},
                                                      {"version": {"major": 1, "minor": 0}, "ids": ids}]},
                              "application/fido.trusted-apps+json")
+        if urlparse(self.path).path == "/_admin/held-registrations":  # tests: the users whose store is held
+            with self.rp.lock:
+                held = sorted(self.rp.held)
+            return self.send(200, held, "application/json")
         if urlparse(self.path).path == "/_admin/registrations":
             rows = self.rp.sql("SELECT username, aaid, key_id, counter FROM registrations")
             return self.send(200, [dict(zip(("username", "aaid", "keyID", "counter"), r)) for r in rows],
@@ -92,6 +96,10 @@ class Handler(DeviceRoutes, AdminRoutes, BaseHTTPRequestHandler):
         if urlparse(self.path).path == "/_admin/stall-registration":  # tests: {"seconds", "count"}
             f = json.loads(raw)
             self.rp.registration_stalls.extend([float(f.get("seconds", 30))] * int(f.get("count", 1)))
+            return self.send(200, {}, "application/json")
+        if urlparse(self.path).path == "/_admin/hold-registration-store":  # tests: {"count"} (RP.store_registration)
+            with self.rp.lock:
+                self.rp.store_holds += int(json.loads(raw).get("count", 1))
             return self.send(200, {}, "application/json")
         if urlparse(self.path).path == "/_admin/fault":  # tests: after `skip` good answers, errors or slow ones
             f = json.loads(raw)

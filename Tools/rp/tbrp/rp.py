@@ -19,6 +19,8 @@ class RP(UafService, OutOfBandService):
         self.lock = threading.Lock()
         self.faults = []  # queued (status, delay) answers for tests
         self.registration_stalls = []  # seconds to wait after a registration was taken, before answering it
+        self.store_holds = 0  # registrations to hold between their check and their store (hold_store)
+        self.held = {}  # username -> (release, stored): a held registration's gates
         self.device_faults = []  # the same, for the dispatch-target and device services only
         self.last_signature = None  # the last Device-Signature accepted (tests replay it)
         self.next_target_ids = []  # ids the next created dispatch targets get (tests: ids outside the unreserved set)
@@ -45,6 +47,34 @@ class RP(UafService, OutOfBandService):
             cur = self.db.execute(q, a)
             self.db.commit()
             return cur.fetchall()
+
+    def store_registration(self, username, row):
+        """Stores a checked registration. Tests (POST /_admin/hold-registration-store) hold the next ones before
+        their store, as a server still working on a response whose client was killed meanwhile: each is stored once
+        another registration response of the same user arrives (before that one is looked at), or after 120 s."""
+        with self.lock:
+            gate = None
+            if self.store_holds > 0:
+                self.store_holds -= 1
+                gate = self.held[username] = (threading.Event(), threading.Event())
+        if gate is None:
+            return self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", *row)
+        try:
+            gate[0].wait(120)
+            self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", *row)
+        finally:
+            with self.lock:
+                if self.held.get(username) is gate:
+                    del self.held[username]
+            gate[1].set()
+
+    def release_held_store(self, username):
+        """A registration response of `username` arrived: a held one of the same user is stored first."""
+        with self.lock:
+            gate = self.held.pop(username, None)
+        if gate is not None:
+            gate[0].set()
+            gate[1].wait(120)
 
     def finish(self, session, code, username):
         if session:

@@ -99,6 +99,7 @@ class UafService:
 
     def register(self, body):
         username, fch, raw, _, session = self.check_response("Reg", body)
+        self.release_held_store(username)
         try:
             device_id = json.loads(body.get("context") or "{}").get("deviceId")
         except (ValueError, AttributeError):
@@ -157,8 +158,7 @@ class UafService:
         kid = b64u(key_id)
         if self.sql("SELECT 1 FROM registrations WHERE aaid=? AND key_id=?", aaid, kid):
             raise Refused(1498, "KeyID already registered")
-        self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", username, aaid, kid, pub, key_enc, sign_counter,
-                 device_id)
+        self.store_registration(username, (username, aaid, kid, pub, key_enc, sign_counter, device_id))
         with self.lock:
             self.registered.append(dict(facts, keyID=kid))
         self.finish(session, 1200, username)
