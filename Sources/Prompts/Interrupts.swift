@@ -15,9 +15,10 @@ import TokenBridge
 ///   command) starts no dispatch thread at all: a second thread makes every munmap/mprotect a cross-CPU TLB flush
 ///   (docs/performance.md).
 /// - Once something is to be put back or cancelled (`arm()`: a prompt turns echo off, a pinentry dialog, tokens
-///   that wait for a touch): SIGINT goes to a dispatch source (never to an async-signal context), which, in
-///   order: puts the terminal back if a prompt turned echo off (and ends as cancelled, 3); cancels a FIDO2
-///   operation waiting for a touch (the command then ends as cancelled); else ends the program (130).
+///   that wait for a touch): the handler writes a byte to a pipe, and the pipe's dispatch source (never an
+///   async-signal context) acts on it, in order: puts the terminal back if a prompt turned echo off (and ends as
+///   cancelled, 3); cancels a FIDO2 operation waiting for a touch (the command then ends as cancelled); else ends
+///   the program (130).
 package final class Interrupts: Sendable {
   package struct Echo {
     var fd: Int32
@@ -26,7 +27,7 @@ package final class Interrupts: Sendable {
 
   package static let shared = Interrupts()
   package let echo = Mutex<Echo?>(nil)
-  package let source = Mutex<DispatchSourceSignal?>(nil)
+  package let source = Mutex<DispatchSourceRead?>(nil)
   /// What cancels an operation waiting on a token (set once the command has its tokens).
   package let cancellers = Mutex<[Canceller]>([])
   /// A pinentry dialog is up.
@@ -42,13 +43,31 @@ package final class Interrupts: Sendable {
 
   /// The second stage: from here on SIGINT goes to the dispatch source. Call it before the state it protects
   /// exists (before echo goes off), so that no Ctrl-C falls between the two.
+  ///
+  /// The handler is swapped in one step and only writes to the pipe, so no Ctrl-C is lost while the source is
+  /// being set up: the byte waits in the pipe. (On Linux a dispatch signal source is a signalfd that libdispatch
+  /// sets up on its manager thread some time after `resume()`, with a handler of its own that re-raises the signal
+  /// to that thread; a SIGINT before then met the SIG_IGN its documentation asks for and was lost.) A process out
+  /// of descriptors stays at the first stage: Ctrl-C then ends it (130).
   package func arm() {
     source.withLock { s in
       guard s == nil else { return }
-      signal(SIGINT, SIG_IGN)
-      let src = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue(label: "tokenbridge.sigint"))
-      src.setEventHandler { [self] in interrupted() }
+      var fds: [Int32] = [-1, -1]
+      guard pipe(&fds) == 0 else { return }
+      for fd in fds {
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+      }
+      let reader = fds[0]
+      interruptPipe.store(fds[1], ordering: .sequentiallyConsistent)
+      let src = DispatchSource.makeReadSource(fileDescriptor: reader, queue: DispatchQueue(label: "tokenbridge.sigint"))
+      src.setEventHandler { [self] in
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while Glibc.read(reader, &bytes, bytes.count) > 0 {}
+        interrupted()
+      }
       src.resume()
+      signal(SIGINT, interruptedAfterArming)
       s = src
     }
   }
@@ -105,6 +124,18 @@ package final class Interrupts: Sendable {
       throw InteractionError.cancelled
     }
   }
+}
+
+/// The write end of the second stage's pipe (-1 before `arm()`), read by its handler.
+private let interruptPipe = Atomic<Int32>(-1)
+
+/// The second stage's handler: async-signal-safe (an atomic load and write only). A full pipe drops the byte,
+/// but the ones in it already wake the source.
+private func interruptedAfterArming(_: Int32) {
+  let saved = errno
+  var byte: UInt8 = 1
+  _ = Glibc.write(interruptPipe.load(ordering: .sequentiallyConsistent), &byte, 1)
+  errno = saved
 }
 
 /// The first stage's handler: async-signal-safe (write and _exit only).

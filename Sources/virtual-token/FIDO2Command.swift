@@ -20,7 +20,7 @@ struct FIDO2: ParsableCommand {
 
   @Option(help: "Unix socket path to listen on.") var socket: String
   @Option(help: "State file (created factory-fresh if missing).") var state: String
-  @Option(help: "User presence: auto (touch at once), deny, timeout, wait (touch with SIGUSR2).")
+  @Option(help: "User presence: auto (touch at once), deny, timeout, wait (touch with SIGUSR2), wait-ignoring-cancel.")
   var presence = "auto"
   @Option(help: "Seconds after (re)plugging during which reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Write the process id here once running.") var pidFile: String?
@@ -47,7 +47,7 @@ struct FIDO2: ParsableCommand {
       throw ValidationError("--latency must be one of: \(LatencyProfile.all.map(\.name).joined(separator: ", "))")
     }
     guard UserPresence(rawValue: presence) != nil else {
-      throw ValidationError("--presence must be auto, deny, timeout or wait")
+      throw ValidationError("--presence must be auto, deny, timeout, wait or wait-ignoring-cancel")
     }
     guard FIDO2Profile.named(profile) != nil else {
       throw ValidationError("--profile must be one of: \(FIDO2Profile.all.map(\.name).joined(separator: ", "))")

@@ -42,7 +42,7 @@ struct USBIP: ParsableCommand {
   @Option(help: "Key socket of each fido-external device, in order (repeat for several).")
   var fidoSocket: [String] = []
   @Option(help: "Directory of the devices' state files.") var stateDir: String
-  @Option(help: "User presence of FIDO keys: auto, deny, timeout, wait (touch with SIGUSR2 of the fido2 command).")
+  @Option(help: "User presence of FIDO keys: auto, deny, timeout, wait, wait-ignoring-cancel (as for fido2).")
   var presence = "auto"
   @Option(help: "Seconds after attach during which a FIDO2 reset is allowed.") var resetWindow: Double = 10
   @Option(help: "Serial number of device 1-1 (PIV serial; the USB serial string); later devices count up.")
@@ -87,7 +87,7 @@ struct USBIP: ParsableCommand {
         "give one --fido-socket per fido-external device (\(external) devices, \(fidoSocket.count) sockets)")
     }
     guard UserPresence(rawValue: presence) != nil else {
-      throw ValidationError("--presence must be auto, deny, timeout or wait")
+      throw ValidationError("--presence must be auto, deny, timeout, wait or wait-ignoring-cancel")
     }
   }
 

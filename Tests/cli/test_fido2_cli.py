@@ -282,6 +282,31 @@ def test_touch_cue_and_ctrl_c_cancels_on_the_key(tmp_path):
         k.stop()
 
 
+def test_ctrl_c_ends_the_wait_on_a_key_that_ignores_the_cancel(tmp_path):
+    """The key misses CTAPHID_CANCEL and goes on sending KEEPALIVE UP_NEEDED: after the cancel's grace the command
+    stops waiting for it and ends as cancelled (3), instead of waiting for the key's own 30 s."""
+    from test_uaf import RelyingParty
+    k = Key(tmp_path, "--presence", "wait-ignoring-cancel")
+    server = RelyingParty(tmp_path)
+    env = dict(os.environ, TOKENBRIDGE_VIRTUAL_FIDO=k.sock, XDG_DATA_HOME=str(tmp_path / "d"),
+               XDG_CONFIG_HOME=str(tmp_path / "c"))
+    try:
+        assert tb(k, "pin", "set", pins=["1234"]).returncode == 0
+        child = pexpect.spawn(TOKENBRIDGE, ["register", "--username", "alice", "--server", server.url], env=env,
+                              encoding="utf-8", timeout=20)
+        child.expect("PIN to register alice")
+        child.sendline("1234")
+        child.expect("Touch your key")
+        child.sendintr()
+        child.expect("Cancelled")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 3
+        assert server.registrations() == []
+    finally:
+        server.stop()
+        k.stop()
+
 def test_resident_credentials_per_configuration(key, tmp_path):
     from test_uaf import RelyingParty
     server = RelyingParty(tmp_path)

@@ -34,6 +34,12 @@ enum FIDO2IO {
     let limit = ms < 0 ? h.context.readDeadlineMs : ms
     let end = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limit)) * 1_000_000
     while true {
+      // Looked at before every wait, not only after a silent slice: a key that ignores the cancel and goes on
+      // sending KEEPALIVE every 100 ms is never silent for a slice.
+      if h.context.canceller?.abandonDue == true {
+        h.context.abandoned = true
+        return false
+      }
       let now = DispatchTime.now().uptimeNanoseconds
       let left = now >= end ? 0 : Int32(min(UInt64(Int32.max), (end - now + 999_999) / 1_000_000))
       let slice = h.context.canceller == nil ? left : min(left, 250)
@@ -43,10 +49,6 @@ enum FIDO2IO {
         h.context.peerGone = true
         return false
       case .timedOut:
-        if h.context.canceller?.abandonDue == true {
-          h.context.abandoned = true
-          return false
-        }
         if slice == left {
           h.context.timedOut = true
           return false

@@ -93,4 +93,6 @@ public enum UserPresence: String, Sendable, CaseIterable {
   case timeout
   /// Wait for a touch (`touchNow()`, SIGUSR2 in virtual-token), a CTAPHID_CANCEL, or 30 s.
   case wait
+  /// As `wait`, but a CTAPHID_CANCEL is passed over (KEEPALIVE goes on): a key that misses the cancel.
+  case waitIgnoringCancel = "wait-ignoring-cancel"
 }

@@ -219,13 +219,13 @@ extension VirtualFIDO2Key {
       case .auto: return .success(())
       case .deny: return .failure(.init(.operationDenied))
       case .timeout: return .failure(.init(.userActionTimeout))
-      case .wait:
+      case .wait, .waitIgnoringCancel:
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
           switch touches.state.withLock({ $0.event }) {
           case .touched?: return .success(())
-          case .cancelled?: return .failure(.init(.keepaliveCancel))
-          case nil:
+          case .cancelled? where presence == .wait: return .failure(.init(.keepaliveCancel))
+          case nil, .cancelled?:
             Thread.sleep(forTimeInterval: 0.1)
             waitingForTouch?()
           }
