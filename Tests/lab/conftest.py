@@ -25,6 +25,10 @@ BIN = Path(os.environ.get("TB_BIN", ROOT / ".build" / "debug"))
 # virtual pass and the resident-token pass (one boot for both); else this session boots its own and stops it.
 SHARED_GUEST = os.environ.get("LAB_GUEST", "")
 NAME = SHARED_GUEST or f"pytest-{os.getpid()}"
+# LAB_SYSTEMD_GUEST=NAME: a --systemd guest that Tools/test started and stops itself, for the modules that need one
+# (systemd_run); their scripts start from what they set up (root's local data and configuration reset, the journal
+# read from their start), so one boot serves them in turn. Else each boots a guest of its own.
+SYSTEMD_GUEST = os.environ.get("LAB_SYSTEMD_GUEST", "")
 # A real token passed into the guest (opt-in: Tools/lab checks TOKENBRIDGE_HIL=1 and the serial allow-list).
 PASSTHROUGH = os.environ.get("LAB_PASSTHROUGH", "")
 # A virtual composite token attached once for the whole session, treated as a real one (see the module text).
@@ -32,6 +36,13 @@ STANDIN = os.environ.get("LAB_STANDIN", "")
 STANDIN_SERIAL = "29000001"
 RESIDENT = bool(PASSTHROUGH or STANDIN)
 _state = {}
+
+
+def systemd_run(script, timeout):
+    """Runs a guest script (Tests/lab/guest_*.sh) in a guest booted with systemd, with this session's TB_BIN."""
+    where = ["--name", SYSTEMD_GUEST] if SYSTEMD_GUEST else ["--systemd"]
+    return subprocess.run([LAB, "run", *where, "--", str(ROOT / "Tests" / "lab" / script)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "TB_BIN": str(BIN)})
 
 
 def _lab_unavailable():

@@ -11,8 +11,10 @@ tb="$vt/tokenbridge"
 w=$(mktemp -d /tmp/dbus.XXXXXX)
 chmod 755 "$w"
 export XDG_RUNTIME_DIR=/run/user/0 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
-# Local data of earlier runs in this guest (a reused guest) would name tokens that are gone.
+# Local data of earlier runs in this guest (a reused guest) would name tokens that are gone; the journal is read
+# from here on.
 rm -rf /root/.local/share/tokenbridge
+journal_since="@$(date +%s)"
 NAME=org.tokenbridge.TokenBridge1
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
 OPATH=/org/tokenbridge/TokenBridge1
@@ -120,6 +122,6 @@ echo "idle_exit_s=$(since "$t")"
 echo "idle_after=$(systemctl --user is-active "$UNIT" 2>&1)"
 echo "idle_owner=$(busctl --user status "$NAME" >/dev/null 2>&1 && echo yes || echo no)"
 echo "idle_result=$(systemctl --user show -p Result --value "$UNIT") $(systemctl --user show -p ExecMainStatus --value "$UNIT")"
-echo "journal_errors=$(journalctl --no-pager -o cat --user-unit "$UNIT" 2>/dev/null | grep -ci 'error\|fail')"
-journalctl --no-pager -o cat --user-unit "$UNIT" 2>/dev/null | tail -20 | sed 's/^/journal: /'
+echo "journal_errors=$(journalctl --no-pager -o cat --since "$journal_since" --user-unit "$UNIT" 2>/dev/null | grep -ci 'error\|fail')"
+journalctl --no-pager -o cat --since "$journal_since" --user-unit "$UNIT" 2>/dev/null | tail -20 | sed 's/^/journal: /'
 echo "done=1"

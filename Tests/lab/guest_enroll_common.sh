@@ -1,6 +1,6 @@
 # Shared by the guest scripts of the plug-in enrollment tests (guest_enroll_systemd.sh, guest_enroll_third_party.sh),
 # sourced after they set: w (their scratch directory), url (the reference RP), sc (the pinentry scenario), data (the
-# local data directory).
+# local data directory), journal_since (the journal's start for them, `@EPOCH`).
 
 # The AAIDs registered at the RP, sorted, as a JSON list.
 regs() {
@@ -9,7 +9,7 @@ regs() {
 }
 # The journal as of the last snap (wait_ended takes one when it returns): one read per phase, not one per line
 # printed (each read of the whole journal takes about half a second under TCG).
-snap() { journalctl --no-pager -o cat >"$w/journal"; }
+snap() { journalctl --no-pager -o cat --since "$journal_since" >"$w/journal"; }
 journal() { cat "$w/journal"; }
 # Units of tokenbridge-enroll@ that ended (finished or failed) so far.
 ended() { journal | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@'; }
@@ -19,7 +19,7 @@ wait_ended() {
   local seen=0 c="$w/wait.cursor"
   rm -f "$c"
   for _ in $(seq 240); do
-    seen=$((seen + $(journalctl --no-pager -o cat --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
+    seen=$((seen + $(journalctl --no-pager -o cat --since "$journal_since" --cursor-file="$c" | grep -cE '^(Finished|Failed to start) tokenbridge-enroll@')))
     [ "$seen" -ge "$1" ] && { snap; return 0; }
     sleep 0.5
   done

@@ -15,6 +15,10 @@ chmod 755 "$w"
 # root's user bus and runtime directory, for dbus-monitor and busctl.
 export XDG_RUNTIME_DIR=/run/user/0 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
 data=/root/.local/share/tokenbridge
+# A guest the other --systemd modules ran in before (Tools/test's LAB_SYSTEMD_GUEST): their local data and
+# configuration go, and the journal is read from here on (guest_enroll_common.sh).
+rm -rf "$data" /root/.config/tokenbridge
+journal_since="@$(date +%s)"
 # The reference RP first: its Python start (cryptography's import) takes seconds under TCG, and the rest of the
 # setup runs meanwhile.
 python3 "$LAB_ROOT/Tools/rp/tokenbridge_rp.py" --port 0 --port-file "$w/rp.port" 2>"$w/rp.log" &
@@ -64,7 +68,7 @@ t0=$(uptime_now)
 attach 3260
 wait_ended 2
 # insert→enrolled: from the attach to the "Enrolled" line, both on the guest's monotonic clock.
-t1=$(journalctl --no-pager -o short-monotonic | grep -m1 ' Enrolled fido2-' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+t1=$(journalctl --no-pager -o short-monotonic --since "$journal_since" | grep -m1 ' Enrolled fido2-' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
 echo "insert_to_enrolled=$(python3 -c "print(round($t1 - $t0, 1))" 2>/dev/null)"
 echo "a_regs=$(regs)"
 echo "a_enrolled=$(journal | grep -c '^Enrolled ')"

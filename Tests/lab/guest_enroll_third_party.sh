@@ -8,13 +8,17 @@
 # replugged (nothing asked). The shared plumbing is Tests/lab/guest_enroll_common.sh.
 # Prints KEY=VALUE lines; the test asserts on them.
 set -u
-echo "uptime_at_start=$(cut -d' ' -f1 /proc/uptime)"  # the boot, on the guest's clock
+echo "uptime_at_start=$(cut -d' ' -f1 /proc/uptime)"  # the guest's clock (its boot, in a guest of its own)
 vt="${TB_BIN:-$LAB_ROOT/.build/debug}"
 tb="$vt/tokenbridge"
 w=$(mktemp -d /tmp/plug3p.XXXXXX)
 chmod 755 "$w"
 export XDG_RUNTIME_DIR=/run/user/0 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
 data=/root/.local/share/tokenbridge
+# A guest the other --systemd modules ran in before (Tools/test's LAB_SYSTEMD_GUEST): their local data and
+# configuration go, and the journal is read from here on (guest_enroll_common.sh).
+rm -rf "$data" /root/.config/tokenbridge
+journal_since="@$(date +%s)"
 serial=41000002
 usb="usb-1209-0001-$serial"
 # The reference RP first (its Python start takes seconds under TCG), then the firmware and the USB/IP server.
@@ -62,7 +66,7 @@ echo "setup=$(python3 -c "print(round($(cut -d' ' -f1 /proc/uptime) - $t_key, 1)
 t0=$(cut -d' ' -f1 /proc/uptime)
 attach
 wait_ended 1
-t1=$(journalctl --no-pager -o short-monotonic | grep -m1 ' Enrolled fido2-' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+t1=$(journalctl --no-pager -o short-monotonic --since "$journal_since" | grep -m1 ' Enrolled fido2-' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
 echo "insert_to_enrolled=$(python3 -c "print(round($t1 - $t0, 1))" 2>/dev/null)"
 echo "units=$(ended)"
 echo "regs=$(regs)"

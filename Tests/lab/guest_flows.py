@@ -14,7 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from guest_common import BIN, ROOT, run_tokenbridge
+from guest_common import ROOT, run_tokenbridge
 
 RP = ROOT / "Tools" / "rp" / "tokenbridge_rp.py"
 

@@ -9,11 +9,10 @@ program ends); a caller claiming a Flatpak app id gets no facet of that app; the
 all of it: Tests/lab/guest_dbus_service.sh and .py run inside."""
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import BIN, LAB, ROOT, _lab_unavailable, _usbip_unavailable
+from conftest import BIN, _lab_unavailable, _usbip_unavailable, systemd_run
 
 PIV, FIDO2 = "piv-20000001", "fido2-hidraw0"
 
@@ -23,8 +22,7 @@ def lab():
     reason = _lab_unavailable() or _usbip_unavailable()
     if reason:
         pytest.skip(reason)
-    r = subprocess.run([LAB, "run", "--systemd", "--", str(ROOT / "Tests" / "lab" / "guest_dbus_service.sh")],
-                       capture_output=True, text=True, timeout=1800, env={**os.environ, "TB_BIN": str(BIN)})
+    r = systemd_run("guest_dbus_service.sh", timeout=1800)
     out = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l and l.split("=", 1)[0].isidentifier())
     assert r.returncode == 0 and out.get("done") == "1" and out.get("client_rc") == "0", \
         r.stdout[-6000:] + r.stderr[-2000:]

@@ -3,15 +3,14 @@ manager): attaching a composite token enrolls it with no command typed (udev →
 tokenbridge-enroll@.service → tokenbridge enroll, PINs from a scripted pinentry); a replug asks nothing; a second
 token enrolls separately; a token pulled while its enrollment waits leaves nothing written and the next insert
 completes it; onInsert ask asks through pinentry, remembers "declined", and --reset forgets; without configuration
-enroll does nothing, and `prefer: piv` enrolls the CCID side. One --systemd boot for all of it (the other lab tests
-share a plain guest). Tests/lab/guest_enroll_systemd.sh drives it inside the guest."""
+enroll does nothing, and `prefer: piv` enrolls the CCID side. One --systemd guest for all of it (the other lab tests
+share a plain guest; Tools/test shares one --systemd guest among the modules that need one, LAB_SYSTEMD_GUEST).
+Tests/lab/guest_enroll_systemd.sh drives it inside the guest."""
 import json
-import os
-import subprocess
 
 import pytest
 
-from conftest import BIN, LAB, ROOT, _lab_unavailable, _usbip_unavailable
+from conftest import _lab_unavailable, _usbip_unavailable, systemd_run
 
 A = "usb-1209-0001-20000001"
 B = "usb-1209-0001-30000001"
@@ -22,8 +21,7 @@ def plug():
     reason = _lab_unavailable() or _usbip_unavailable()
     if reason:
         pytest.skip(reason)
-    r = subprocess.run([LAB, "run", "--systemd", "--", str(ROOT / "Tests" / "lab" / "guest_enroll_systemd.sh")],
-                       capture_output=True, text=True, timeout=1800, env={**os.environ, "TB_BIN": str(BIN)})
+    r = systemd_run("guest_enroll_systemd.sh", timeout=1800)
     out = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l and l.split("=", 1)[0].isidentifier())
     assert r.returncode == 0 and out.get("done") == "1", r.stdout[-4000:] + r.stderr[-2000:]
     print(f"\ninsert→enrolled in the lab (excl. typing: the scripted pinentry answers at once): "

@@ -10,8 +10,6 @@ import json
 import os
 import time
 
-import pytest
-
 from conftest import ROOT
 
 FLOWS = ["piv-register", "piv-authenticate", "piv-pin-change", "fido-register", "fido-authenticate", "fido-pin-change"]

@@ -11,7 +11,6 @@ import base64
 import json
 import shlex
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -33,7 +32,7 @@ EXPECTED = {
 
 def _key_command(name):
     if name == "virtual":
-        vt = f'"${{TB_BIN:-$LAB_ROOT/.build/debug}}/virtual-token"'
+        vt = '"${TB_BIN:-$LAB_ROOT/.build/debug}/virtual-token"'
         return f"{vt} fido2 --socket {SOCK} --state {WORK}/state/key.json"
     return f"{shlex.quote(str(THIRD_PARTY))} fido2 {name} --socket {SOCK} --state {WORK}/state"
 

@@ -1,16 +1,16 @@
 """The plug-in enrollment through systemd with a FIDO2 key we did not write. solo1's firmware (Tools/third-party fido2
 solo1, in the guest) behind `virtual-token usbip --device fido-external` is attached to a guest booted with --systemd;
 the packaged-as-installed user unit (Tools/install-udev) enrolls it with no command typed: a registration at the
-reference RP in the guest, one "Enrolled" line, one enrollment; a replug asks nothing. One --systemd boot of its own
-(about 16 s) plus the flow; Tests/lab/guest_enroll_third_party.sh drives it."""
+reference RP in the guest, one "Enrolled" line, one enrollment; a replug asks nothing. A --systemd guest (about 16 s
+to boot: one of its own, or the one Tools/test shares, LAB_SYSTEMD_GUEST) plus the flow;
+Tests/lab/guest_enroll_third_party.sh drives it."""
 import json
-import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import BIN, LAB, RESIDENT, ROOT, _lab_unavailable, _usbip_unavailable
+from conftest import RESIDENT, ROOT, _lab_unavailable, _usbip_unavailable, systemd_run
 
 THIRD_PARTY = ROOT / "Tools" / "third-party"
 USB = "usb-1209-0001-41000002"
@@ -29,13 +29,12 @@ def plug():
     b = subprocess.run([str(THIRD_PARTY), "build", "solo1"], capture_output=True, text=True, timeout=900)
     assert b.returncode == 0, f"Tools/third-party build solo1 failed: {b.stdout[-2000:]}{b.stderr[-2000:]}"
     started = time.monotonic()
-    r = subprocess.run([LAB, "run", "--systemd", "--", str(ROOT / "Tests" / "lab" / "guest_enroll_third_party.sh")],
-                       capture_output=True, text=True, timeout=900, env={**os.environ, "TB_BIN": str(BIN)})
+    r = systemd_run("guest_enroll_third_party.sh", timeout=900)
     out = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l and l.split("=", 1)[0].isidentifier())
     assert r.returncode == 0 and out.get("done") == "1", r.stdout[-4000:] + r.stderr[-2000:]
     script = float(out["uptime_at_done"]) - float(out["uptime_at_start"])
-    print(f"\nsolo1 plug-in enrollment: lab run {time.monotonic() - started:.0f} s; on the guest's clock: boot "
-          f"{out['uptime_at_start']} s, the script {script:.1f} s (solo1 start {out['key_start']} s while the RP "
+    print(f"\nsolo1 plug-in enrollment: lab run {time.monotonic() - started:.0f} s; on the guest's clock: up "
+          f"{out['uptime_at_start']} s at the start, the script {script:.1f} s (solo1 start {out['key_start']} s while the RP "
           f"starts and the rules install (about 2.4 s alone), setup {out['setup']} s, insert→enrolled "
           f"{out['insert_to_enrolled']} s, replug {out['replug']} s)")
     return out
