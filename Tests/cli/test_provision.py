@@ -113,7 +113,6 @@ def test_kill_9_at_three_points_then_a_rerun_leaves_exactly_one_registration_per
     assert f["rerunReport"]["rows"] == report["rows"]
 
 
-
 def test_a_registration_the_server_stores_after_the_rerun_asked_is_withdrawn():
     f = scenario("held", 2, 2)
     assert f["hit"], f["held"]
@@ -126,6 +125,7 @@ def test_a_registration_the_server_stores_after_the_rerun_asked_is_withdrawn():
     row = next(r for r in report["rows"] if r["username"] == user)
     assert [g["keyID"] for g in f["registrations"] if g["username"] == user] == [row["keyID"]]
     assert "reached the server after this run asked for it and was withdrawn" in row["note"], row
+
 
 def test_a_token_with_a_blocked_pin_fails_alone_with_its_code():
     f = scenario("faulty")

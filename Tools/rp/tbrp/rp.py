@@ -19,7 +19,7 @@ class RP(UafService, OutOfBandService):
         self.lock = threading.Lock()
         self.faults = []  # queued (status, delay) answers for tests
         self.registration_stalls = []  # seconds to wait after a registration was taken, before answering it
-        self.store_holds = 0  # registrations to hold between their check and their store (hold_store)
+        self.store_holds = 0  # registrations to hold between their check and their store (store_registration)
         self.held = {}  # username -> (release, stored): a held registration's gates
         self.device_faults = []  # the same, for the dispatch-target and device services only
         self.last_signature = None  # the last Device-Signature accepted (tests replay it)
@@ -57,16 +57,16 @@ class RP(UafService, OutOfBandService):
             if self.store_holds > 0:
                 self.store_holds -= 1
                 gate = self.held[username] = (threading.Event(), threading.Event())
-        if gate is None:
-            return self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", *row)
         try:
-            gate[0].wait(120)
+            if gate is not None:
+                gate[0].wait(120)
             self.sql("INSERT INTO registrations VALUES(?,?,?,?,?,?,?)", *row)
         finally:
-            with self.lock:
-                if self.held.get(username) is gate:
-                    del self.held[username]
-            gate[1].set()
+            if gate is not None:
+                with self.lock:
+                    if self.held.get(username) is gate:
+                        del self.held[username]
+                gate[1].set()
 
     def release_held_store(self, username):
         """A registration response of `username` arrived: a held one of the same user is stored first."""
