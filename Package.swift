@@ -14,7 +14,6 @@ let package = Package(
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-    .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
   ],
   targets: [
     // System-library shims (headers from Debian's -dev packages, see Tools/setup). The client links none of these
@@ -47,6 +46,12 @@ let package = Package(
     // loaded at first use. On POSIX directly rather than full Foundation, which links CoreFoundation and ICU's data.
     .target(name: "Platform", dependencies: ["CLazy"]),
 
+    // Hashes, HMAC, HKDF, ECDSA and ECDH on P-256/P-384, AES-GCM: OpenSSL's libcrypto (which libfido2 and the PIV
+    // ciphers load anyway), in the shape of the swift-crypto API, loaded at first use through CLazy. The client and
+    // the simulators both use it, as they would a crypto library.
+    .target(name: "CSystemCrypto", dependencies: ["CLazy"]),
+    .target(name: "SystemCrypto", dependencies: ["CSystemCrypto"]),
+
     // Protocol core: pure Swift, no I/O.
     .target(name: "UAFCore"),
     // Device layer: PC/SC + PIV, libfido2, libusb. Knows nothing of UAF.
@@ -59,7 +64,7 @@ let package = Package(
     .target(
       name: "TokenBridge",
       dependencies: [
-        "UAFCore", "TokenDevices", "Platform", "CQRCode", "CHTTP", .product(name: "Crypto", package: "swift-crypto"),
+        "UAFCore", "TokenDevices", "Platform", "CQRCode", "CHTTP", "SystemCrypto",
         "CSQLite", "CKeyring",
       ]),
     // The sd-bus binding of the desktop service: D-Bus values, messages, one connection (one thread uses it).
@@ -82,7 +87,7 @@ let package = Package(
     // Simulators: implement the public specs, share no code with the client.
     .target(
       name: "VirtualTokens",
-      dependencies: ["CLibCrypto", .product(name: "Crypto", package: "swift-crypto")],
+      dependencies: ["CLibCrypto", "SystemCrypto"],
       linkerSettings: [.linkedLibrary("crypto")]),
     .executableTarget(
       name: "virtual-token",
@@ -94,19 +99,20 @@ let package = Package(
       name: "tokenbridge-fuzz",
       dependencies: [
         "UAFCore", "TokenDevices", "TokenBridge", "Prompts", "VirtualTokens",
-        .product(name: "Crypto", package: "swift-crypto"),
+        "SystemCrypto",
       ],
       path: "Sources/FuzzTargets"),
 
     .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
+    .testTarget(name: "SystemCryptoTests", dependencies: ["SystemCrypto"]),
     .testTarget(
-      name: "UAFCoreTests", dependencies: ["UAFCore", .product(name: "Crypto", package: "swift-crypto")]),
+      name: "UAFCoreTests", dependencies: ["UAFCore", "SystemCrypto"]),
     .testTarget(
       name: "TokenDevicesTests",
-      dependencies: ["TokenDevices", .product(name: "Crypto", package: "swift-crypto")]),
+      dependencies: ["TokenDevices", "SystemCrypto"]),
     .testTarget(
       name: "VirtualTokensTests",
-      dependencies: ["VirtualTokens", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto")]),
+      dependencies: ["VirtualTokens", "CLibCrypto", "SystemCrypto"]),
     .testTarget(name: "PromptsTests", dependencies: ["Prompts", "TokenBridge", "TokenDevices"]),
     .testTarget(name: "TokenBridgeTests", dependencies: ["TokenBridge", "TokenDevices", "UAFCore"]),
     .testTarget(
@@ -115,7 +121,7 @@ let package = Package(
     .testTarget(
       name: "IntegrationTests",
       dependencies: [
-        "TokenBridge", "TokenDevices", "UAFCore", .product(name: "Crypto", package: "swift-crypto"),
+        "TokenBridge", "TokenDevices", "UAFCore", "SystemCrypto",
       ]),
   ]
 )

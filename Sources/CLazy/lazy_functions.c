@@ -15,6 +15,13 @@
 #include <libusb-1.0/libusb.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+#include <openssl/param_build.h>
+#include <openssl/crypto.h>
 #include <curl/curl.h>
 #include <png.h>
 #include <stdio.h>
@@ -742,57 +749,362 @@ void libusb_interrupt_event_handler(libusb_context *a0) {
 }
 
 static const char *const names_TB_LIB_CRYPTO[] = {
+    "BN_bin2bn",
+    "BN_bn2binpad",
+    "BN_clear_free",
+    "BN_cmp",
+    "BN_free",
+    "BN_is_negative",
+    "BN_is_zero",
+    "BN_num_bits",
+    "BN_secure_new",
+    "ECDSA_SIG_free",
+    "ECDSA_SIG_get0",
+    "ECDSA_SIG_new",
+    "ECDSA_SIG_set0",
+    "EC_GROUP_free",
+    "EC_GROUP_get0_order",
+    "EC_GROUP_new_by_curve_name",
+    "EC_POINT_free",
+    "EC_POINT_is_at_infinity",
+    "EC_POINT_mul",
+    "EC_POINT_new",
+    "EC_POINT_oct2point",
+    "EC_POINT_point2oct",
+    "EVP_CIPHER_CTX_ctrl",
     "EVP_CIPHER_CTX_free",
     "EVP_CIPHER_CTX_new",
     "EVP_CIPHER_CTX_set_padding",
+    "EVP_CipherFinal_ex",
     "EVP_CipherInit_ex",
     "EVP_CipherUpdate",
+    "EVP_Digest",
+    "EVP_KDF_CTX_free",
+    "EVP_KDF_CTX_new",
+    "EVP_KDF_derive",
+    "EVP_KDF_fetch",
+    "EVP_KDF_free",
+    "EVP_PKEY_CTX_free",
+    "EVP_PKEY_CTX_new",
+    "EVP_PKEY_CTX_new_from_name",
+    "EVP_PKEY_derive",
+    "EVP_PKEY_derive_init",
+    "EVP_PKEY_derive_set_peer",
+    "EVP_PKEY_free",
+    "EVP_PKEY_fromdata",
+    "EVP_PKEY_fromdata_init",
+    "EVP_PKEY_sign",
+    "EVP_PKEY_sign_init",
+    "EVP_PKEY_verify",
+    "EVP_PKEY_verify_init",
     "EVP_aes_128_ecb",
+    "EVP_aes_128_gcm",
     "EVP_aes_192_ecb",
+    "EVP_aes_192_gcm",
     "EVP_aes_256_ecb",
+    "EVP_aes_256_gcm",
     "EVP_des_ede3_ecb",
+    "EVP_sha256",
+    "EVP_sha384",
+    "HMAC",
+    "OSSL_PARAM_BLD_free",
+    "OSSL_PARAM_BLD_new",
+    "OSSL_PARAM_BLD_push_BN",
+    "OSSL_PARAM_BLD_push_octet_string",
+    "OSSL_PARAM_BLD_push_utf8_string",
+    "OSSL_PARAM_BLD_to_param",
+    "OSSL_PARAM_construct_end",
+    "OSSL_PARAM_construct_octet_string",
+    "OSSL_PARAM_construct_utf8_string",
+    "OSSL_PARAM_free",
     "RAND_bytes",
+    "d2i_ECDSA_SIG",
+    "i2d_ECDSA_SIG",
     0,
 };
 
+BIGNUM *BN_bin2bn(const unsigned char *a0, int a1, BIGNUM *a2) {
+  return ((__typeof__(&BN_bin2bn))tb_lazy_function(TB_LIB_CRYPTO, 0))(a0, a1, a2);
+}
+
+int BN_bn2binpad(const BIGNUM *a0, unsigned char *a1, int a2) {
+  return ((__typeof__(&BN_bn2binpad))tb_lazy_function(TB_LIB_CRYPTO, 1))(a0, a1, a2);
+}
+
+void BN_clear_free(BIGNUM *a0) {
+  ((__typeof__(&BN_clear_free))tb_lazy_function(TB_LIB_CRYPTO, 2))(a0);
+}
+
+int BN_cmp(const BIGNUM *a0, const BIGNUM *a1) {
+  return ((__typeof__(&BN_cmp))tb_lazy_function(TB_LIB_CRYPTO, 3))(a0, a1);
+}
+
+void BN_free(BIGNUM *a0) {
+  ((__typeof__(&BN_free))tb_lazy_function(TB_LIB_CRYPTO, 4))(a0);
+}
+
+int BN_is_negative(const BIGNUM *a0) {
+  return ((__typeof__(&BN_is_negative))tb_lazy_function(TB_LIB_CRYPTO, 5))(a0);
+}
+
+int BN_is_zero(const BIGNUM *a0) {
+  return ((__typeof__(&BN_is_zero))tb_lazy_function(TB_LIB_CRYPTO, 6))(a0);
+}
+
+int BN_num_bits(const BIGNUM *a0) {
+  return ((__typeof__(&BN_num_bits))tb_lazy_function(TB_LIB_CRYPTO, 7))(a0);
+}
+
+BIGNUM *BN_secure_new(void) {
+  return ((__typeof__(&BN_secure_new))tb_lazy_function(TB_LIB_CRYPTO, 8))();
+}
+
+void ECDSA_SIG_free(ECDSA_SIG *a0) {
+  ((__typeof__(&ECDSA_SIG_free))tb_lazy_function(TB_LIB_CRYPTO, 9))(a0);
+}
+
+void ECDSA_SIG_get0(const ECDSA_SIG *a0, const BIGNUM **a1, const BIGNUM **a2) {
+  ((__typeof__(&ECDSA_SIG_get0))tb_lazy_function(TB_LIB_CRYPTO, 10))(a0, a1, a2);
+}
+
+ECDSA_SIG *ECDSA_SIG_new(void) {
+  return ((__typeof__(&ECDSA_SIG_new))tb_lazy_function(TB_LIB_CRYPTO, 11))();
+}
+
+int ECDSA_SIG_set0(ECDSA_SIG *a0, BIGNUM *a1, BIGNUM *a2) {
+  return ((__typeof__(&ECDSA_SIG_set0))tb_lazy_function(TB_LIB_CRYPTO, 12))(a0, a1, a2);
+}
+
+void EC_GROUP_free(EC_GROUP *a0) {
+  ((__typeof__(&EC_GROUP_free))tb_lazy_function(TB_LIB_CRYPTO, 13))(a0);
+}
+
+const BIGNUM *EC_GROUP_get0_order(const EC_GROUP *a0) {
+  return ((__typeof__(&EC_GROUP_get0_order))tb_lazy_function(TB_LIB_CRYPTO, 14))(a0);
+}
+
+EC_GROUP *EC_GROUP_new_by_curve_name(int a0) {
+  return ((__typeof__(&EC_GROUP_new_by_curve_name))tb_lazy_function(TB_LIB_CRYPTO, 15))(a0);
+}
+
+void EC_POINT_free(EC_POINT *a0) {
+  ((__typeof__(&EC_POINT_free))tb_lazy_function(TB_LIB_CRYPTO, 16))(a0);
+}
+
+int EC_POINT_is_at_infinity(const EC_GROUP *a0, const EC_POINT *a1) {
+  return ((__typeof__(&EC_POINT_is_at_infinity))tb_lazy_function(TB_LIB_CRYPTO, 17))(a0, a1);
+}
+
+int EC_POINT_mul(const EC_GROUP *a0, EC_POINT *a1, const BIGNUM *a2, const EC_POINT *a3, const BIGNUM *a4, BN_CTX *a5) {
+  return ((__typeof__(&EC_POINT_mul))tb_lazy_function(TB_LIB_CRYPTO, 18))(a0, a1, a2, a3, a4, a5);
+}
+
+EC_POINT *EC_POINT_new(const EC_GROUP *a0) {
+  return ((__typeof__(&EC_POINT_new))tb_lazy_function(TB_LIB_CRYPTO, 19))(a0);
+}
+
+int EC_POINT_oct2point(const EC_GROUP *a0, EC_POINT *a1, const unsigned char *a2, size_t a3, BN_CTX *a4) {
+  return ((__typeof__(&EC_POINT_oct2point))tb_lazy_function(TB_LIB_CRYPTO, 20))(a0, a1, a2, a3, a4);
+}
+
+size_t EC_POINT_point2oct(const EC_GROUP *a0, const EC_POINT *a1, point_conversion_form_t a2, unsigned char *a3, size_t a4, BN_CTX *a5) {
+  return ((__typeof__(&EC_POINT_point2oct))tb_lazy_function(TB_LIB_CRYPTO, 21))(a0, a1, a2, a3, a4, a5);
+}
+
+int EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *a0, int a1, int a2, void *a3) {
+  return ((__typeof__(&EVP_CIPHER_CTX_ctrl))tb_lazy_function(TB_LIB_CRYPTO, 22))(a0, a1, a2, a3);
+}
+
 void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *a0) {
-  ((__typeof__(&EVP_CIPHER_CTX_free))tb_lazy_function(TB_LIB_CRYPTO, 0))(a0);
+  ((__typeof__(&EVP_CIPHER_CTX_free))tb_lazy_function(TB_LIB_CRYPTO, 23))(a0);
 }
 
 EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void) {
-  return ((__typeof__(&EVP_CIPHER_CTX_new))tb_lazy_function(TB_LIB_CRYPTO, 1))();
+  return ((__typeof__(&EVP_CIPHER_CTX_new))tb_lazy_function(TB_LIB_CRYPTO, 24))();
 }
 
 int EVP_CIPHER_CTX_set_padding(EVP_CIPHER_CTX *a0, int a1) {
-  return ((__typeof__(&EVP_CIPHER_CTX_set_padding))tb_lazy_function(TB_LIB_CRYPTO, 2))(a0, a1);
+  return ((__typeof__(&EVP_CIPHER_CTX_set_padding))tb_lazy_function(TB_LIB_CRYPTO, 25))(a0, a1);
+}
+
+int EVP_CipherFinal_ex(EVP_CIPHER_CTX *a0, unsigned char *a1, int *a2) {
+  return ((__typeof__(&EVP_CipherFinal_ex))tb_lazy_function(TB_LIB_CRYPTO, 26))(a0, a1, a2);
 }
 
 int EVP_CipherInit_ex(EVP_CIPHER_CTX *a0, const EVP_CIPHER *a1, ENGINE *a2, const unsigned char *a3, const unsigned char *a4, int a5) {
-  return ((__typeof__(&EVP_CipherInit_ex))tb_lazy_function(TB_LIB_CRYPTO, 3))(a0, a1, a2, a3, a4, a5);
+  return ((__typeof__(&EVP_CipherInit_ex))tb_lazy_function(TB_LIB_CRYPTO, 27))(a0, a1, a2, a3, a4, a5);
 }
 
 int EVP_CipherUpdate(EVP_CIPHER_CTX *a0, unsigned char *a1, int *a2, const unsigned char *a3, int a4) {
-  return ((__typeof__(&EVP_CipherUpdate))tb_lazy_function(TB_LIB_CRYPTO, 4))(a0, a1, a2, a3, a4);
+  return ((__typeof__(&EVP_CipherUpdate))tb_lazy_function(TB_LIB_CRYPTO, 28))(a0, a1, a2, a3, a4);
+}
+
+int EVP_Digest(const void *a0, size_t a1, unsigned char *a2, unsigned int *a3, const EVP_MD *a4, ENGINE *a5) {
+  return ((__typeof__(&EVP_Digest))tb_lazy_function(TB_LIB_CRYPTO, 29))(a0, a1, a2, a3, a4, a5);
+}
+
+void EVP_KDF_CTX_free(EVP_KDF_CTX *a0) {
+  ((__typeof__(&EVP_KDF_CTX_free))tb_lazy_function(TB_LIB_CRYPTO, 30))(a0);
+}
+
+EVP_KDF_CTX *EVP_KDF_CTX_new(EVP_KDF *a0) {
+  return ((__typeof__(&EVP_KDF_CTX_new))tb_lazy_function(TB_LIB_CRYPTO, 31))(a0);
+}
+
+int EVP_KDF_derive(EVP_KDF_CTX *a0, unsigned char *a1, size_t a2, const OSSL_PARAM *a3) {
+  return ((__typeof__(&EVP_KDF_derive))tb_lazy_function(TB_LIB_CRYPTO, 32))(a0, a1, a2, a3);
+}
+
+EVP_KDF *EVP_KDF_fetch(OSSL_LIB_CTX *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&EVP_KDF_fetch))tb_lazy_function(TB_LIB_CRYPTO, 33))(a0, a1, a2);
+}
+
+void EVP_KDF_free(EVP_KDF *a0) {
+  ((__typeof__(&EVP_KDF_free))tb_lazy_function(TB_LIB_CRYPTO, 34))(a0);
+}
+
+void EVP_PKEY_CTX_free(EVP_PKEY_CTX *a0) {
+  ((__typeof__(&EVP_PKEY_CTX_free))tb_lazy_function(TB_LIB_CRYPTO, 35))(a0);
+}
+
+EVP_PKEY_CTX *EVP_PKEY_CTX_new(EVP_PKEY *a0, ENGINE *a1) {
+  return ((__typeof__(&EVP_PKEY_CTX_new))tb_lazy_function(TB_LIB_CRYPTO, 36))(a0, a1);
+}
+
+EVP_PKEY_CTX *EVP_PKEY_CTX_new_from_name(OSSL_LIB_CTX *a0, const char *a1, const char *a2) {
+  return ((__typeof__(&EVP_PKEY_CTX_new_from_name))tb_lazy_function(TB_LIB_CRYPTO, 37))(a0, a1, a2);
+}
+
+int EVP_PKEY_derive(EVP_PKEY_CTX *a0, unsigned char *a1, size_t *a2) {
+  return ((__typeof__(&EVP_PKEY_derive))tb_lazy_function(TB_LIB_CRYPTO, 38))(a0, a1, a2);
+}
+
+int EVP_PKEY_derive_init(EVP_PKEY_CTX *a0) {
+  return ((__typeof__(&EVP_PKEY_derive_init))tb_lazy_function(TB_LIB_CRYPTO, 39))(a0);
+}
+
+int EVP_PKEY_derive_set_peer(EVP_PKEY_CTX *a0, EVP_PKEY *a1) {
+  return ((__typeof__(&EVP_PKEY_derive_set_peer))tb_lazy_function(TB_LIB_CRYPTO, 40))(a0, a1);
+}
+
+void EVP_PKEY_free(EVP_PKEY *a0) {
+  ((__typeof__(&EVP_PKEY_free))tb_lazy_function(TB_LIB_CRYPTO, 41))(a0);
+}
+
+int EVP_PKEY_fromdata(EVP_PKEY_CTX *a0, EVP_PKEY **a1, int a2, OSSL_PARAM *a3) {
+  return ((__typeof__(&EVP_PKEY_fromdata))tb_lazy_function(TB_LIB_CRYPTO, 42))(a0, a1, a2, a3);
+}
+
+int EVP_PKEY_fromdata_init(EVP_PKEY_CTX *a0) {
+  return ((__typeof__(&EVP_PKEY_fromdata_init))tb_lazy_function(TB_LIB_CRYPTO, 43))(a0);
+}
+
+int EVP_PKEY_sign(EVP_PKEY_CTX *a0, unsigned char *a1, size_t *a2, const unsigned char *a3, size_t a4) {
+  return ((__typeof__(&EVP_PKEY_sign))tb_lazy_function(TB_LIB_CRYPTO, 44))(a0, a1, a2, a3, a4);
+}
+
+int EVP_PKEY_sign_init(EVP_PKEY_CTX *a0) {
+  return ((__typeof__(&EVP_PKEY_sign_init))tb_lazy_function(TB_LIB_CRYPTO, 45))(a0);
+}
+
+int EVP_PKEY_verify(EVP_PKEY_CTX *a0, const unsigned char *a1, size_t a2, const unsigned char *a3, size_t a4) {
+  return ((__typeof__(&EVP_PKEY_verify))tb_lazy_function(TB_LIB_CRYPTO, 46))(a0, a1, a2, a3, a4);
+}
+
+int EVP_PKEY_verify_init(EVP_PKEY_CTX *a0) {
+  return ((__typeof__(&EVP_PKEY_verify_init))tb_lazy_function(TB_LIB_CRYPTO, 47))(a0);
 }
 
 const EVP_CIPHER *EVP_aes_128_ecb(void) {
-  return ((__typeof__(&EVP_aes_128_ecb))tb_lazy_function(TB_LIB_CRYPTO, 5))();
+  return ((__typeof__(&EVP_aes_128_ecb))tb_lazy_function(TB_LIB_CRYPTO, 48))();
+}
+
+const EVP_CIPHER *EVP_aes_128_gcm(void) {
+  return ((__typeof__(&EVP_aes_128_gcm))tb_lazy_function(TB_LIB_CRYPTO, 49))();
 }
 
 const EVP_CIPHER *EVP_aes_192_ecb(void) {
-  return ((__typeof__(&EVP_aes_192_ecb))tb_lazy_function(TB_LIB_CRYPTO, 6))();
+  return ((__typeof__(&EVP_aes_192_ecb))tb_lazy_function(TB_LIB_CRYPTO, 50))();
+}
+
+const EVP_CIPHER *EVP_aes_192_gcm(void) {
+  return ((__typeof__(&EVP_aes_192_gcm))tb_lazy_function(TB_LIB_CRYPTO, 51))();
 }
 
 const EVP_CIPHER *EVP_aes_256_ecb(void) {
-  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 7))();
+  return ((__typeof__(&EVP_aes_256_ecb))tb_lazy_function(TB_LIB_CRYPTO, 52))();
+}
+
+const EVP_CIPHER *EVP_aes_256_gcm(void) {
+  return ((__typeof__(&EVP_aes_256_gcm))tb_lazy_function(TB_LIB_CRYPTO, 53))();
 }
 
 const EVP_CIPHER *EVP_des_ede3_ecb(void) {
-  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 8))();
+  return ((__typeof__(&EVP_des_ede3_ecb))tb_lazy_function(TB_LIB_CRYPTO, 54))();
+}
+
+const EVP_MD *EVP_sha256(void) {
+  return ((__typeof__(&EVP_sha256))tb_lazy_function(TB_LIB_CRYPTO, 55))();
+}
+
+const EVP_MD *EVP_sha384(void) {
+  return ((__typeof__(&EVP_sha384))tb_lazy_function(TB_LIB_CRYPTO, 56))();
+}
+
+unsigned char *HMAC(const EVP_MD *a0, const void *a1, int a2, const unsigned char *a3, size_t a4, unsigned char *a5, unsigned int *a6) {
+  return ((__typeof__(&HMAC))tb_lazy_function(TB_LIB_CRYPTO, 57))(a0, a1, a2, a3, a4, a5, a6);
+}
+
+void OSSL_PARAM_BLD_free(OSSL_PARAM_BLD *a0) {
+  ((__typeof__(&OSSL_PARAM_BLD_free))tb_lazy_function(TB_LIB_CRYPTO, 58))(a0);
+}
+
+OSSL_PARAM_BLD *OSSL_PARAM_BLD_new(void) {
+  return ((__typeof__(&OSSL_PARAM_BLD_new))tb_lazy_function(TB_LIB_CRYPTO, 59))();
+}
+
+int OSSL_PARAM_BLD_push_BN(OSSL_PARAM_BLD *a0, const char *a1, const BIGNUM *a2) {
+  return ((__typeof__(&OSSL_PARAM_BLD_push_BN))tb_lazy_function(TB_LIB_CRYPTO, 60))(a0, a1, a2);
+}
+
+int OSSL_PARAM_BLD_push_octet_string(OSSL_PARAM_BLD *a0, const char *a1, const void *a2, size_t a3) {
+  return ((__typeof__(&OSSL_PARAM_BLD_push_octet_string))tb_lazy_function(TB_LIB_CRYPTO, 61))(a0, a1, a2, a3);
+}
+
+int OSSL_PARAM_BLD_push_utf8_string(OSSL_PARAM_BLD *a0, const char *a1, const char *a2, size_t a3) {
+  return ((__typeof__(&OSSL_PARAM_BLD_push_utf8_string))tb_lazy_function(TB_LIB_CRYPTO, 62))(a0, a1, a2, a3);
+}
+
+OSSL_PARAM *OSSL_PARAM_BLD_to_param(OSSL_PARAM_BLD *a0) {
+  return ((__typeof__(&OSSL_PARAM_BLD_to_param))tb_lazy_function(TB_LIB_CRYPTO, 63))(a0);
+}
+
+OSSL_PARAM OSSL_PARAM_construct_end(void) {
+  return ((__typeof__(&OSSL_PARAM_construct_end))tb_lazy_function(TB_LIB_CRYPTO, 64))();
+}
+
+OSSL_PARAM OSSL_PARAM_construct_octet_string(const char *a0, void *a1, size_t a2) {
+  return ((__typeof__(&OSSL_PARAM_construct_octet_string))tb_lazy_function(TB_LIB_CRYPTO, 65))(a0, a1, a2);
+}
+
+OSSL_PARAM OSSL_PARAM_construct_utf8_string(const char *a0, char *a1, size_t a2) {
+  return ((__typeof__(&OSSL_PARAM_construct_utf8_string))tb_lazy_function(TB_LIB_CRYPTO, 66))(a0, a1, a2);
+}
+
+void OSSL_PARAM_free(OSSL_PARAM *a0) {
+  ((__typeof__(&OSSL_PARAM_free))tb_lazy_function(TB_LIB_CRYPTO, 67))(a0);
 }
 
 int RAND_bytes(unsigned char *a0, int a1) {
-  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 9))(a0, a1);
+  return ((__typeof__(&RAND_bytes))tb_lazy_function(TB_LIB_CRYPTO, 68))(a0, a1);
+}
+
+ECDSA_SIG *d2i_ECDSA_SIG(ECDSA_SIG **a0, const unsigned char **a1, long a2) {
+  return ((__typeof__(&d2i_ECDSA_SIG))tb_lazy_function(TB_LIB_CRYPTO, 69))(a0, a1, a2);
+}
+
+int i2d_ECDSA_SIG(const ECDSA_SIG *a0, unsigned char **a1) {
+  return ((__typeof__(&i2d_ECDSA_SIG))tb_lazy_function(TB_LIB_CRYPTO, 70))(a0, a1);
 }
 
 static const char *const names_TB_LIB_CURL[] = {

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import SystemCrypto
 import Testing
 import UAFCore
 
@@ -60,8 +60,8 @@ import UAFCore
     #expect(jwk["kty"] == "EC" && jwk["crv"] == "P-256" && jwk["use"] == "sig" && jwk["d"] == nil)
     let point = [0x04] + (try #require(Base64URL.decode(jwk["x"]!))) + (try #require(Base64URL.decode(jwk["y"]!)))
     #expect(
-      try P256.Signing.PublicKey(x963Representation: point).rawRepresentation
-        == keys.signing.publicKey.rawRepresentation)
+      try P256.Signing.PublicKey(x963Representation: point).x963Representation
+        == keys.signing.publicKey.x963Representation)
     #expect(keys.encryptionJWK.contains(#""use":"enc""#))
   }
 

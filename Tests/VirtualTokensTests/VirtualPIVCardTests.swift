@@ -1,5 +1,5 @@
 import CLibCrypto
-import Crypto
+import SystemCrypto
 import Foundation
 import Testing
 

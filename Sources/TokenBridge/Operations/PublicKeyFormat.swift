@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 
 /// Public-key encodings for output.
 public enum PublicKeyFormat {

@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 import FoundationEssentials
 import TokenDevices
 import UAFCore

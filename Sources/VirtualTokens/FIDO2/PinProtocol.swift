@@ -1,5 +1,5 @@
 import CLibCrypto
-import Crypto
+import SystemCrypto
 import Foundation
 
 /// PIN/UV auth protocols 1 and 2 (CTAP 2.1 §6.5.6, §6.5.7), authenticator side.

@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 import Foundation
 
 /// authenticatorCredentialManagement (CTAP 2.1 §6.8; 0x0A, and 0x41 as the FIDO_2_1_PRE preview command that

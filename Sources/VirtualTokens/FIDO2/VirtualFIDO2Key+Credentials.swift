@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 import Foundation
 
 /// authenticatorMakeCredential / authenticatorGetAssertion (CTAP 2.1 §6.1, §6.2) with ES256 and hmac-secret

@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 import Foundation
 
 /// authenticatorClientPIN (CTAP 2.1 §6.5).

@@ -1,4 +1,4 @@
-import Crypto
+import SystemCrypto
 import Foundation
 
 /// A PIV card application (NIST SP 800-73-4 Part 2, with YubiKey's GET VERSION/SERIAL/METADATA,
