@@ -1,5 +1,6 @@
 import CSystemCrypto
 import FoundationEssentials
+import Glibc
 
 /// Why an operation of this module failed.
 public enum CryptoError: Error, Equatable, Sendable {
@@ -28,11 +29,14 @@ func check(_ status: Int32, invalid: CryptoError = .invalidKey) throws(CryptoErr
   }
 }
 
-/// For operations that cannot fail on valid input (hashing, HMAC, drawing random bytes): libcrypto missing or
-/// refusing is a broken installation (the package depends on libssl3), reported in one line.
+/// For operations that cannot fail on valid input (hashing, HMAC, drawing random bytes). Callers load libcrypto
+/// first and report a missing one as their own error (the client: `SystemLibrary.crypto`); reaching this without
+/// it, or libcrypto refusing, is a broken installation: one line, then abort (as CLazy does for any library).
 func mustSucceed(_ status: Int32, _ what: StaticString) {
   do { try check(status) } catch {
-    fatalError("\(what) failed: \(error) (libcrypto.so.3 from libssl3 is needed)")
+    let line = Array("internal error: \(what) failed: \(error) (libcrypto.so.3, Debian's libssl3)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    abort()
   }
 }
 

@@ -368,5 +368,18 @@ def test_missing_libcrypto_is_a_clear_error_before_the_management_key_is_used(ho
     r = run(home, "key", "generate", "--slot", "9c", prefix=hiding("libcrypto.so.3"))
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("tokenbridge: libcrypto.so.3 cannot be loaded ("), r.stderr
-    assert "the PIV management key needs it (Debian: apt install libssl3). Nothing was done." in r.stderr, r.stderr
+    assert "hashes, signatures and the PIV management key need it (Debian: apt install libssl3). Nothing was done." in (
+        r.stderr), r.stderr
     assert run(home, "key", "public", "--slot", "9c").returncode != 0  # no key was generated
+
+
+def test_missing_libcrypto_is_a_clear_error_before_a_signature(home, card, tmp_path):
+    """A signature hashes its message with libcrypto: without it, the command says so before any PIN is asked."""
+    message = tmp_path / "message"
+    message.write_bytes(b"hello")
+    r = run(home, "key", "sign", "--slot", "9a", "--input", str(message), "--output", str(tmp_path / "sig"),
+            prefix=hiding("libcrypto.so.3"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.startswith("tokenbridge: libcrypto.so.3 cannot be loaded ("), r.stderr
+    assert "(Debian: apt install libssl3). Nothing was done." in r.stderr, r.stderr
+    assert "PIN" not in r.stderr and not (tmp_path / "sig").exists()

@@ -1,6 +1,6 @@
-import SystemCrypto
 import FoundationEssentials
 import Platform
+import SystemCrypto
 import UAFCore
 
 #if canImport(Glibc)
@@ -55,6 +55,7 @@ public struct DeviceKeys {
 extension LocalData {
   /// This device's keys: read from `device-keys.json`, or made and written there (0600) the first time.
   public func deviceKeys() throws(LocalDataError) -> DeviceKeys {
+    do { try SystemLibrary.crypto.load() } catch { throw .libraryMissing(error) }
     let file = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(DeviceKeys.fileName).path
     let lock = self.lock
     return try run {

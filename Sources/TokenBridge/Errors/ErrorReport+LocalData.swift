@@ -20,7 +20,7 @@ extension ErrorReport {
       case .pcsclite: "smart cards (PC/SC) need it"
       case .sqlite3: "the local data needs it"
       case .usb: "USB hotplug needs it"
-      case .crypto: "the PIV management key needs it"
+      case .crypto: "hashes, signatures and the PIV management key need it"
       case .systemd: "the desktop service (tokenbridge serve) needs it"
       }
     return .init(

@@ -1,3 +1,4 @@
+import Platform
 import TokenDevices
 import UAFCore
 
@@ -65,4 +66,12 @@ public enum OperationError: Error, Equatable, Sendable {
   case provision(ProvisionError)
   /// An error of a kind no layer declared (a bug); carries its type name only.
   case unexpected(String)
+}
+
+extension OperationError {
+  /// Loads libcrypto before an operation that hashes, signs or agrees on a key (Sources/SystemCrypto), so a missing
+  /// library is this error, with its Debian package, and never an abort halfway through.
+  static func needCrypto() throws(OperationError) {
+    do { try SystemLibrary.crypto.load() } catch { throw .token(.libraryMissing(error)) }
+  }
 }

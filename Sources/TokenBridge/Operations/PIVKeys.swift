@@ -1,6 +1,6 @@
-import SystemCrypto
 import FoundationEssentials
 import Platform
+import SystemCrypto
 import TokenDevices
 
 /// Key generation and signing on a PIV token, from the client library (the CLI only wires prompts).
@@ -42,6 +42,7 @@ public struct PIVKeys {
   /// Signs SHA-256(`message`) with the P-256 key in `slot` after PIN verification.
   /// Returns the DER ECDSA signature.
   public func sign(slot: PIVSlot, message: [UInt8], verifier: PinUserVerifier) throws(OperationError) -> [UInt8] {
+    try OperationError.needCrypto()
     let digest = Array(SHA256.hash(data: message))
     return try PinVerification(purpose: "sign with slot \(slot)").run(on: token, verifier: verifier) {
       (_) throws(TokenError) -> [UInt8] in

@@ -89,6 +89,8 @@ public final class ProvisionJournal: Sendable {
   public init(path: String) throws(ProvisionError) {
     self.path = path
     do { try SystemLibrary.sqlite3.load() } catch { throw .journal(.libraryMissing(error)) }
+    // The plan's digest and every registration hash and sign (Sources/SystemCrypto).
+    do { try SystemLibrary.crypto.load() } catch { throw .journal(.libraryMissing(error)) }
     do { close(try FileSafety.openFile(path)) } catch { throw .journal(error) }
     let db: SQLiteConnection
     do {

@@ -1,5 +1,5 @@
-import SystemCrypto
 import FoundationEssentials
+import SystemCrypto
 import TokenDevices
 import UAFCore
 
@@ -210,7 +210,8 @@ public struct UAFClient {
     }
   }
 
-  func finalChallenge(_ appID: String, _ challenge: String) -> (String, [UInt8]) {
+  func finalChallenge(_ appID: String, _ challenge: String) throws(OperationError) -> (String, [UInt8]) {
+    try OperationError.needCrypto()
     let fc = FinalChallengeParams(appID: appID, challenge: challenge, facetID: facetID, channelBinding: channelBinding)
       .encoded()
     return (fc, Array(SHA256.hash(data: Array(fc.utf8))))
@@ -227,7 +228,7 @@ public struct UAFClient {
       guard pick.isPolicyCompliant && pick.isSupportedByHardware else { throw .cancelled }
     }
     guard let chosen = all.first(where: { $0.tokenInfo.id == pick.token.id }) else { throw .cancelled }
-    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let (fc, fch) = try finalChallenge(appID, r.challenge)
     let (assertion, keyID) = try chosen.register(
       username: r.username, server: server, appID: appID, finalChallengeHash: fch, verifier: verifier)
     let response = UAFResponse(
@@ -281,7 +282,7 @@ public struct UAFClient {
       guard let c = candidates.first(where: { $0.1.keyID == pick.keyID }) else { throw .cancelled }
       chosen = c
     }
-    let (fc, fch) = finalChallenge(appID, r.challenge)
+    let (fc, fch) = try finalChallenge(appID, r.challenge)
     let assertion = try chosen.0.authenticate(
       record: chosen.1, finalChallengeHash: fch, transaction: transaction, verifier: verifier)
     let response = UAFResponse(

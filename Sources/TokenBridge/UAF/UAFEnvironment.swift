@@ -108,6 +108,7 @@ public struct UAFEnvironment {
   /// An out-of-band payload (QR text, link, push JSON) as `tokenbridge oob` and the desktop service read it:
   /// decrypted with this device's key when it is encrypted for it.
   public func outOfBandPayload(_ source: OutOfBandSource) throws(OperationError) -> OutOfBandPayload {
+    try OperationError.needCrypto()
     do throws(OutOfBandError) { return try OutOfBandPayload(source, decrypter: localData.payloadDecrypter) } catch {
       throw .outOfBand(error)
     }
