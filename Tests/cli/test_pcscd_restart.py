@@ -10,7 +10,10 @@ card=$!
 trap 'kill $card 2>/dev/null; [ -n "${new:-}" ] && kill $new 2>/dev/null; wait' EXIT
 for i in $(seq 50); do "$TB" tokens | grep -q piv-7700001 && break; sleep 0.1; done
 "$TB" tokens | grep -q piv-7700001 || { echo "card never appeared"; exit 1; }
-kill "$TB_PCSCD_PID"; wait "$TB_PCSCD_PID" 2>/dev/null
+# pcscd is with-pcscd's child, not this shell's (wait cannot wait for it): until it has exited (gone, or a zombie
+# its parent has not reaped yet) it may still answer.
+kill "$TB_PCSCD_PID"
+for i in $(seq 100); do grep -qs '^State:[[:space:]]*[^Z]' "/proc/$TB_PCSCD_PID/status" || break; sleep 0.1; done
 "$TB" tokens >/dev/null 2>&1; echo "without pcscd: $?"
 pcscd -f -c "$TB_RUN_DIR/reader.conf" >/dev/null 2>&1 &
 new=$!
