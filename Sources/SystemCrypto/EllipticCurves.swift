@@ -23,12 +23,12 @@ public enum P256: PrimeCurve {
     ]
   }
   public enum Signing {
-    public typealias PrivateKey = ECDSAPrivateKey<P256>
+    public typealias PrivateKey = ECPrivateKey<P256, ECDSAUse>
     public typealias PublicKey = ECPublicKey<P256>
     public typealias ECDSASignature = ECDSASignatureValue<P256>
   }
   public enum KeyAgreement {
-    public typealias PrivateKey = ECDHPrivateKey<P256>
+    public typealias PrivateKey = ECPrivateKey<P256, ECDHUse>
     public typealias PublicKey = ECPublicKey<P256>
   }
 }
@@ -43,7 +43,7 @@ public enum P384: PrimeCurve {
     ]
   }
   public enum Signing {
-    public typealias PrivateKey = ECDSAPrivateKey<P384>
+    public typealias PrivateKey = ECPrivateKey<P384, ECDSAUse>
     public typealias PublicKey = ECPublicKey<P384>
     public typealias ECDSASignature = ECDSASignatureValue<P384>
   }
@@ -144,8 +144,12 @@ public struct ECDSASignatureValue<C: PrimeCurve>: Sendable {
   }
 }
 
-/// A private key for ECDSA signatures.
-public struct ECDSAPrivateKey<C: PrimeCurve>: Sendable {
+/// What a private key is for: ECDSA signatures or ECDH key agreement (a key serves one of them, as in swift-crypto).
+public enum ECDSAUse {}
+public enum ECDHUse {}
+
+/// A private key on the curve, for signatures or for key agreement (`Use`).
+public struct ECPrivateKey<C: PrimeCurve, Use>: Sendable {
   let pair: KeyPair<C>
 
   /// A new key from libcrypto's generator.
@@ -157,7 +161,9 @@ public struct ECDSAPrivateKey<C: PrimeCurve>: Sendable {
 
   public var rawRepresentation: Data { pair.raw }
   public var publicKey: ECPublicKey<C> { ECPublicKey(point: pair.point) }
+}
 
+extension ECPrivateKey where Use == ECDSAUse {
   /// ECDSA over `digest` as given (the hash already taken).
   public func signature<D: Digest>(for digest: D) throws(CryptoError) -> ECDSASignatureValue<C> {
     let d = digest.withUnsafeBytes { Array($0) }
@@ -173,18 +179,7 @@ public struct ECDSAPrivateKey<C: PrimeCurve>: Sendable {
   }
 }
 
-/// A private key for ECDH key agreement.
-public struct ECDHPrivateKey<C: PrimeCurve>: Sendable {
-  let pair: KeyPair<C>
-
-  public init() { pair = KeyPair() }
-  public init<D: ContiguousBytes>(rawRepresentation: D) throws(CryptoError) {
-    pair = try KeyPair(raw: rawRepresentation)
-  }
-
-  public var rawRepresentation: Data { pair.raw }
-  public var publicKey: ECPublicKey<C> { ECPublicKey(point: pair.point) }
-
+extension ECPrivateKey where Use == ECDHUse {
   /// ECDH (SP 800-56A §5.7.1.2): the x-coordinate of the shared point.
   public func sharedSecretFromKeyAgreement(with peer: ECPublicKey<C>) throws(CryptoError) -> SharedSecret {
     let secret = try SecretBytes(count: C.size) { (out) throws(CryptoError) in
