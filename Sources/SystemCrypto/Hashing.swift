@@ -73,22 +73,22 @@ func hash(bits: Int32, _ data: [UInt8]) -> DigestBytes {
   return DigestBytes(bytes: out)
 }
 
-/// SHA-256 (FIPS 180-4). The incremental form keeps the input until `finalize()`: every input here is small.
-public struct SHA256: HashFunction {
-  public static var byteCount: Int { 32 }
-  var input: [UInt8] = []
-  public init() {}
-  public static func hash<D: DataProtocol>(data: D) -> DigestBytes { SystemCrypto.hash(bits: 256, Array(data)) }
-  public mutating func update<D: DataProtocol>(data: D) { input += data }
-  public func finalize() -> DigestBytes { Self.hash(data: input) }
-}
+/// The output size of a SHA-2 function.
+public protocol SHA2Width: Sendable { static var bits: Int32 { get } }
+public enum SHA2Width256: SHA2Width { public static var bits: Int32 { 256 } }
+public enum SHA2Width384: SHA2Width { public static var bits: Int32 { 384 } }
 
+/// SHA-256 (FIPS 180-4).
+public typealias SHA256 = SHA2<SHA2Width256>
 /// SHA-384 (FIPS 180-4).
-public struct SHA384: HashFunction {
-  public static var byteCount: Int { 48 }
+public typealias SHA384 = SHA2<SHA2Width384>
+
+/// A SHA-2 function. The incremental form keeps the input until `finalize()`: every input here is small.
+public struct SHA2<W: SHA2Width>: HashFunction {
+  public static var byteCount: Int { Int(W.bits) / 8 }
   var input: [UInt8] = []
   public init() {}
-  public static func hash<D: DataProtocol>(data: D) -> DigestBytes { SystemCrypto.hash(bits: 384, Array(data)) }
+  public static func hash<D: DataProtocol>(data: D) -> DigestBytes { SystemCrypto.hash(bits: W.bits, Array(data)) }
   public mutating func update<D: DataProtocol>(data: D) { input += data }
   public func finalize() -> DigestBytes { Self.hash(data: input) }
 }
