@@ -89,7 +89,7 @@ public final class ProvisionJournal: Sendable {
   public init(path: String) throws(ProvisionError) {
     self.path = path
     do { try SystemLibrary.sqlite3.load() } catch { throw .journal(.libraryMissing(error)) }
-    // The plan's digest and every registration hash and sign (Sources/SystemCrypto).
+    // The plan's digest and each row's registration hash and sign with libcrypto (Sources/SystemCrypto).
     do { try SystemLibrary.crypto.load() } catch { throw .journal(.libraryMissing(error)) }
     do { close(try FileSafety.openFile(path)) } catch { throw .journal(error) }
     let db: SQLiteConnection
