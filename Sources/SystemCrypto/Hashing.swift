@@ -42,7 +42,6 @@ func mustSucceed(_ status: Int32, _ what: StaticString) {
 
 /// A hash's output.
 public protocol Digest: Sequence, Sendable where Element == UInt8 {
-  static var byteCount: Int { get }
   func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
 }
 
@@ -58,7 +57,6 @@ public protocol HashFunction: Sendable {
 
 /// The bytes of a digest or authentication code.
 public struct DigestBytes: Digest, Hashable, CustomStringConvertible {
-  public static var byteCount: Int { 32 }
   let bytes: [UInt8]
   public func makeIterator() -> IndexingIterator<[UInt8]> { bytes.makeIterator() }
   public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {

@@ -1,6 +1,6 @@
 import CLibCrypto
-import SystemCrypto
 import Foundation
+import SystemCrypto
 
 /// Management key, key generation, signing, data objects and metadata.
 extension VirtualPIVCard {
@@ -209,7 +209,6 @@ func randomBytes(_ n: Int) -> [UInt8] {
 
 /// A digest handed to the card as-is: the card signs what it is given and hashes nothing (SP 800-73-4 §3.2.4).
 struct RawDigest: Digest {
-  static var byteCount: Int { 32 }
   let bytes: [UInt8]
   init(_ b: [UInt8]) { bytes = b }
   func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
