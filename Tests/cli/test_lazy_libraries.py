@@ -17,7 +17,7 @@ import zlib
 
 import pytest
 
-from conftest import ROOT, TOKENBRIDGE
+from conftest import ROOT, TOKENBRIDGE, tb
 from fido2_conn import Key
 
 REG_PATH = "/nevisfido/uaf/1.1/request/registration"
@@ -302,6 +302,64 @@ def test_a_fido2_command_loads_libfido2_and_a_piv_command_does_not(home, key, ca
     assert r.returncode == 0, r.stdout + r.stderr
     assert libs, "LD_DEBUG=files printed nothing: the check would see nothing"
     assert not [l for l in libs if l.startswith(("libfido2", "libcbor"))], sorted(libs)
+
+
+# Logs each exit-time function registered (glibc's __cxa_atexit, which atexit() calls) by its symbol name.
+EXIT_LOG_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+int __cxa_atexit(void (*f)(void *), void *arg, void *dso) {
+  int (*real)(void (*)(void *), void *, void *) = (int (*)(void (*)(void *), void *, void *))dlsym(RTLD_NEXT, "__cxa_atexit");
+  Dl_info info;
+  const char *path = getenv("EXIT_LOG");
+  FILE *log = path ? fopen(path, "a") : NULL;
+  if (log) {
+    fprintf(log, "%s\n", dladdr((void *)f, &info) && info.dli_sname ? info.dli_sname : "?");
+    fclose(log);
+  }
+  return real(f, arg, dso);
+}
+"""
+
+
+def test_libcrypto_has_no_clean_up_at_exit(home, tmp_path, monkeypatch):
+    """OpenSSL's clean-up at exit frees libcrypto's state inside exit() while other threads may still use it or be
+    ending (a crash, seen in the simulator as it stopped): the client and the simulator set libcrypto up without it,
+    also when libfido2 and libcurl call into libcrypto. Checked by what each process registers to run at exit."""
+    shim = tmp_path / "exit_log.so"
+    src = tmp_path / "exit_log.c"
+    src.write_text(EXIT_LOG_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(src), "-ldl"], check=True)
+    # The check sees the clean-up when it is there: openssl(1) sets libcrypto up with it.
+    seen = tmp_path / "openssl.log"
+    subprocess.run(["openssl", "dgst", "-sha256", os.devnull], check=True, capture_output=True,
+                   env=dict(os.environ, LD_PRELOAD=str(shim), EXIT_LOG=str(seen)))
+    assert "OPENSSL_cleanup" in seen.read_text().split(), seen.read_text()
+
+    from relying_party import RelyingParty
+    server = RelyingParty(tmp_path)
+    key_log, client_log = tmp_path / "key.log", tmp_path / "client.log"
+    with monkeypatch.context() as m:  # the simulator inherits the environment
+        m.setenv("LD_PRELOAD", str(shim))
+        m.setenv("EXIT_LOG", str(key_log))
+        k = Key(tmp_path)
+    try:
+        env = {**home, "TOKENBRIDGE_VIRTUAL_FIDO": k.sock, "LD_PRELOAD": str(shim), "EXIT_LOG": str(client_log)}
+        # libfido2 (ECDH, AES, HMAC for the PIN), libcurl and the client's own hashes and signatures.
+        assert tb("pin", "set", env=env, pins=["1234"]).returncode == 0
+        r = tb("register", "--username", "alice", "--server", server.url, env=env, pins=["1234"])
+        assert r.returncode == 0, r.stderr
+        assert len(server.registrations()) == 1
+    finally:
+        server.stop()
+        k.stop()
+    assert k.proc.returncode == 0
+    for log in (client_log, key_log):
+        names = log.read_text().split()
+        assert names, f"{log.name}: nothing registered at exit was seen (the check would see nothing)"
+        assert "OPENSSL_cleanup" not in names, (log.name, names)
 
 
 def library_file(soname):
