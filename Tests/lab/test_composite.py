@@ -56,7 +56,7 @@ vt="${TB_BIN:-$LAB_ROOT/.build/debug}"
 w=$(mktemp -d /tmp/detach.XXXXXX)
 "$vt/virtual-token" usbip --listen 127.0.0.1:3250 --device fido --state-dir "$w" --presence wait >"$w/server.log" 2>&1 &
 srv=$!
-trap 'kill $srv; usbip detach -p 0 >/dev/null 2>&1' EXIT
+trap 'kill $srv 2>/dev/null; usbip detach -p 0 >/dev/null 2>&1' EXIT
 attach() {
   for _ in $(seq 100); do usbip --tcp-port 3250 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.1; done
   usbip --tcp-port 3250 attach -r 127.0.0.1 -b 1-1 || exit 90
@@ -83,6 +83,8 @@ echo "registrations=$(python3 -c "import urllib.request,sys; print(urllib.reques
 kill $rp
 attach
 "$vt/tokenbridge" pin status --json | tr -d ' \n'; echo
+# The simulator stops cleanly on SIGTERM (OpenSSL's exit-time clean-up once crashed it here as its threads ended).
+kill $srv; wait $srv; echo "server-rc=$?"
 """
 
 
@@ -95,5 +97,6 @@ def test_detach_during_an_operation_then_reattach(devices):
         "tokenbridge: The token was removed from /dev/hidraw0 during the operation; it may not have completed. "
         "Insert it and check with tokenbridge pin status.")
     assert "authenticators=[]" in lines and "registrations=[]" in lines
-    status = json.loads(lines[-1])
+    assert lines[-1] == "server-rc=0", r.stdout
+    status = json.loads(lines[-2])
     assert status["pin"]["retriesLeft"] == 8 and status["token"] == "fido2-hidraw0"
