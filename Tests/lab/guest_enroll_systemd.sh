@@ -78,6 +78,7 @@ echo "a_getpins=$(getpins)"
 echo "a_memory=$(memory)"
 echo "a_rows=$(rows)"
 echo "a_tokens=$("$tb" tokens --json 2>&1 | tr -d '\n')"
+echo "a_readers=$(pcsc_scan -r 2>&1 | tr '\n' '|')"
 echo "sigterm=$(journal | grep -c 'status=15/TERM')"
 
 # A unplugged and plugged in again: nothing asked, nothing registered.
@@ -166,5 +167,8 @@ echo "piv_rc=$?"
 echo "piv_out=$(tr '\n' ' ' <"$w/piv.out")"
 echo "piv_regs=$(regs)"
 echo "piv_memory=$(memory)"
+# What pcscd logged meanwhile (its errors go to the journal: a reader it failed to add, a driver error), for the
+# assertions' messages: a reader missing for a plugged-in CCID interface is said with pcscd's own words.
+echo "pcscd_log=$(journalctl --no-pager -o cat -t pcscd --since "$journal_since" | tail -20 | tr '\n' '|')"
 
 echo "done=1"
