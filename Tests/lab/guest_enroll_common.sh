@@ -29,3 +29,16 @@ wait_ended() {
 getpins() { grep -cE '^(GETPIN|CONFIRM)' "$sc.log" 2>/dev/null || echo 0; }
 rows() { sqlite3 "$data/tokenbridge.sqlite" "select tokenID || ':' || state from authenticator order by tokenID" 2>/dev/null | tr '\n' ' '; }
 memory() { tr -d ' \n' <"$data/enrollment.json" 2>/dev/null; }
+# A pcscd of the module's own, started before its first plug-in: the guest may have served another module before
+# (Tools/test's LAB_SYSTEMD_GUEST), and pcscd keeps what went wrong there. It adds a reader once per udev add event
+# and never retries one it failed to add; a removal it did not finish holds its hotplug thread, and then no reader is
+# added at all. (Its errors are in the journal: the enrollment script reports them, pcscd_log.)
+fresh_pcscd() {
+  local p
+  p=$(pidof pcscd) && kill $p
+  for _ in $(seq 100); do pidof pcscd >/dev/null || break; sleep 0.1; done
+  p=$(pidof pcscd) && { kill -9 $p; sleep 0.2; }
+  pcscd >/dev/null 2>&1
+  for _ in $(seq 100); do [ -S /run/pcscd/pcscd.comm ] && break; sleep 0.1; done
+  [ -S /run/pcscd/pcscd.comm ] || { echo "pcscd_not_started=1"; exit 92; }
+}

@@ -50,6 +50,7 @@ mkdir -p /root/.config/tokenbridge
 printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
 
 . "$LAB_ROOT/Tests/lab/guest_enroll_common.sh"
+fresh_pcscd
 port_of() { usbip port 2>/dev/null | awk -v s="127.0.0.1:$1/" '/^Port/{p=$2} index($0, s){sub(":", "", p); print p}'; }
 attach() {  # attach PORT: the server's device 1-1
   for _ in $(seq 100); do usbip --tcp-port "$1" list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.2; done

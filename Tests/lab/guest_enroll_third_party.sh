@@ -48,6 +48,7 @@ mkdir -p /root/.config/tokenbridge
 printf '{"enroll": {"server": "%s", "onInsert": "auto"}}\n' "$url" >/root/.config/tokenbridge/config.json
 
 . "$LAB_ROOT/Tests/lab/guest_enroll_common.sh"
+fresh_pcscd
 attach() {
   for _ in $(seq 100); do usbip --tcp-port 3262 list -r 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.2; done
   usbip --tcp-port 3262 attach -r 127.0.0.1 -b 1-1 >/dev/null 2>&1 ||
