@@ -301,9 +301,17 @@ def cpu_ticks():
     return int(fields[11]) + int(fields[12])
 
 
-t = cpu_ticks()
-time.sleep(2)
-out("waiting_cpu_ms", (cpu_ticks() - t) * 1000 // os.sysconf("SC_CLK_TCK"))
+def waiting_cpu_ms():
+    t = cpu_ticks()
+    time.sleep(2)
+    return (cpu_ticks() - t) * 1000 // os.sysconf("SC_CLK_TCK")
+
+
+# Two windows, the lower counts: a service that spins or polls does so in both, while a burst in one (the guest's
+# ticks charged late under a loaded TCG host: 290 ms in one window of a cold run) is not the service's doing.
+windows = [waiting_cpu_ms(), waiting_cpu_ms()]
+out("waiting_cpu_ms", min(windows))
+out("waiting_cpu_windows", " ".join(map(str, windows)))
 t = time.time()
 r = c.send_and_get_reply(new_method_call(DBusAddress(path, bus_name=NAME, interface=REQ), "Close"))
 out("close_reply", r.header.message_type.name)

@@ -144,7 +144,8 @@ def test_close_cancels(lab):
     r = j(lab, "close_response")
     assert r["code"] == 1 and r["errorCode"] == 3, r
     assert lab["close_dialog_gone"] == "true"
-    assert int(lab["waiting_cpu_ms"]) <= 200  # over 2 s with the dialog up: the service waits, it does not spin
+    # Over 2 s with the dialog up (the lower of two such windows): the service waits, it does not spin.
+    assert int(lab["waiting_cpu_ms"]) <= 200, lab["waiting_cpu_windows"]
     assert lab["close_again"] == "org.tokenbridge.TokenBridge1.Error.NotFound"
     assert j(lab, "close_regs") == []
 
