@@ -48,7 +48,6 @@ public protocol Digest: Sequence, Sendable where Element == UInt8 {
 /// A SHA-2 hash function.
 public protocol HashFunction: Sendable {
   associatedtype Output: Digest
-  static var byteCount: Int { get }
   static func hash<D: DataProtocol>(data: D) -> Output
   init()
   mutating func update<D: DataProtocol>(data: D)
@@ -83,7 +82,6 @@ public typealias SHA384 = SHA2<SHA2Width384>
 
 /// A SHA-2 function. The incremental form keeps the input until `finalize()`: every input here is small.
 public struct SHA2<W: SHA2Width>: HashFunction {
-  public static var byteCount: Int { Int(W.bits) / 8 }
   var input: [UInt8] = []
   public init() {}
   public static func hash<D: DataProtocol>(data: D) -> DigestBytes { SystemCrypto.hash(bits: W.bits, Array(data)) }
